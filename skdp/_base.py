@@ -1,0 +1,276 @@
+"""Machinery shared by skdp estimators: privacy parameters, input checks,
+label/group encoding, seeding, prediction from stored parameters and tags.
+
+The estimator shell holds no training maths: it validates, converts to
+tensors, calls one trainer and stores numpy state plus the privacy report.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.extmath import softmax
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._groups import encode_groups
+from .models import make_backend, make_mlp
+from .privacy import ACCOUNTANTS, NEIGHBORING
+
+
+def _is_dataframe(X):
+    return hasattr(X, "columns") and hasattr(X, "iloc")
+
+
+def _as_column_list(columns):
+    if isinstance(columns, (str, Integral)):
+        return [columns]
+    return list(columns)
+
+
+def split_sensitive_columns(X, sensitive_columns):
+    """Take the ``sensitive_columns`` out of ``X``.
+
+    Returns ``(X_without, sensitive)`` where ``sensitive`` is None when
+    ``sensitive_columns`` is None. Columns are names of a DataFrame's columns
+    or integer positions in an array.
+    """
+    if sensitive_columns is None:
+        return X, None
+    columns = _as_column_list(sensitive_columns)
+    if not columns:
+        raise ValueError("sensitive_columns is empty; pass None or at least one column.")
+    if _is_dataframe(X):
+        if all(isinstance(c, str) for c in columns):
+            missing = [c for c in columns if c not in X.columns]
+            if missing:
+                raise ValueError(
+                    f"sensitive_columns {missing} are not columns of X; X has columns "
+                    f"{list(X.columns)[:20]}. In a Pipeline, make the preprocessing pass "
+                    "these columns through (e.g. ColumnTransformer(..., remainder="
+                    "'passthrough', verbose_feature_names_out=False).set_output("
+                    "transform='pandas'))."
+                )
+            return X.drop(columns=columns), X[columns].to_numpy()
+        positions = columns
+        X = X.to_numpy()
+    else:
+        positions = columns
+    if not all(isinstance(c, Integral) for c in positions):
+        raise ValueError(
+            "sensitive_columns must be column names when X is a pandas DataFrame and "
+            f"integer column positions otherwise; got {sensitive_columns!r} for X of type "
+            f"{type(X).__name__}."
+        )
+    X = np.asarray(X, dtype=object) if not hasattr(X, "shape") else X
+    if X.ndim != 2:
+        raise ValueError("X must be 2-dimensional to take sensitive_columns out of it.")
+    n_columns = X.shape[1]
+    bad = [c for c in positions if not -n_columns <= c < n_columns]
+    if bad:
+        raise ValueError(f"sensitive_columns {bad} are out of range for X with {n_columns} columns.")
+    keep = np.setdiff1d(np.arange(n_columns), np.mod(positions, n_columns))
+    return X[:, keep], X[:, positions]
+
+
+class BaseDPClassifier(ClassifierMixin, BaseEstimator):
+    """Base class for skdp classifiers trained with a private torch loop.
+
+    Subclasses implement ``_fit_private(X, y_codes, groups)`` that trains and
+    sets ``self._backend_state``, and the privacy attributes.
+    """
+
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "max_grad_norm": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_epochs": [Interval(Real, 0, None, closed="neither")],
+        "max_steps": [Interval(Integral, 1, None, closed="left"), None],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "optimizer": [StrOptions({"sgd", "adam"})],
+        "momentum": [Interval(Real, 0, 1, closed="left")],
+        "noise_multiplier": [Interval(Real, 0, None, closed="neither"), None],
+        "accountant": [StrOptions(set(ACCOUNTANTS))],
+        "neighboring": [StrOptions(set(NEIGHBORING))],
+        "hidden_layer_sizes": [tuple, list],
+        "module": [callable, None],
+        "sensitive_columns": [str, Integral, list, tuple, None],
+        "random_state": ["random_state"],
+        "device": [str, torch.device],
+        "verbose": ["verbose"],
+    }
+
+    # ------------------------------------------------------------------ fit
+    def _validate_training_data(self, X, y, sensitive_features):
+        """Validate X, y and groups; set classes_, n_features_in_, groups_.
+
+        Returns ``(X, y_codes, group_codes)`` with X a float numpy array and
+        group codes None when no sensitive features were given.
+        """
+        X, from_columns = split_sensitive_columns(X, self.sensitive_columns)
+        if sensitive_features is None:
+            sensitive_features = from_columns
+        try:
+            X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=True)
+        except ValueError as exc:
+            if "could not convert" in str(exc) or "convert" in str(exc) and "float" in str(exc):
+                raise ValueError(
+                    f"X must be numeric; {exc}. Encode categorical columns first, e.g. "
+                    "with a OneHotEncoder in a Pipeline."
+                ) from exc
+            raise
+        check_classification_targets(y)
+        encoder = LabelEncoder()
+        y_codes = encoder.fit_transform(y)
+        self.classes_ = encoder.classes_
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in y; got 1 class "
+                f"({self.classes_[0]!r})."
+            )
+        n = X.shape[0]
+        if sensitive_features is not None:
+            group_codes, self.groups_ = encode_groups(sensitive_features, n)
+        else:
+            group_codes = None
+            self.groups_ = None
+        return X, y_codes, group_codes
+
+    def _check_privacy_setup(self, n_samples, batch_size):
+        """Check batch size and delta against the data size; return q."""
+        if batch_size > n_samples:
+            raise ValueError(
+                f"batch_size={batch_size} is larger than the number of training samples "
+                f"({n_samples}); use batch_size <= {n_samples} (a few percent of the data is "
+                "typical for DP-SGD)."
+            )
+        if self.epsilon is not None and self.delta >= 1.0 / n_samples:
+            warnings.warn(
+                f"delta={self.delta:g} is not smaller than 1/n_samples={1.0 / n_samples:.3g}; "
+                "a mechanism that publishes one random record satisfies such a guarantee. Use "
+                "delta well below 1/n_samples.",
+                UserWarning,
+            )
+        return batch_size / n_samples
+
+    def _n_steps_requested(self, sampling_rate):
+        if self.max_steps is not None:
+            return int(self.max_steps)
+        return max(1, int(round(self.max_epochs / sampling_rate)))
+
+    def _make_generator(self):
+        """Seeded torch generator on ``device``, plus the seed for module init."""
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        device = torch.device(self.device)
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+        return generator, seed, device
+
+    def _build_module(self, n_features, n_outputs, seed):
+        """User module or MLP, initialised from ``seed``; None for linear."""
+        if self.module is None and len(self.hidden_layer_sizes) == 0:
+            return None
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if self.module is not None:
+                module = self.module(n_features, n_outputs)
+                if not isinstance(module, torch.nn.Module):
+                    raise ValueError(
+                        "module must be a callable (n_features, n_classes) -> torch.nn.Module; "
+                        f"it returned {type(module).__name__}."
+                    )
+            else:
+                module = make_mlp(n_features, n_outputs, tuple(self.hidden_layer_sizes))
+        return module
+
+    def _to_tensor(self, array, device, dtype=torch.float32):
+        return torch.as_tensor(np.ascontiguousarray(array), dtype=dtype, device=device)
+
+    def _make_backend(self, X_t, n_outputs, seed):
+        module = self._build_module(X_t.shape[1], n_outputs, seed)
+        self._is_linear = module is None
+        return make_backend(X_t, n_outputs, module)
+
+    def _store_backend(self, backend):
+        """Keep fitted parameters as numpy arrays (picklable, clone-safe)."""
+        state = backend.state()
+        if self._is_linear:
+            weights = state["weights"]
+            coef, intercept = weights[:, :-1], weights[:, -1]
+            if len(self.classes_) == 2:
+                # two-logit softmax == one-logit sigmoid on the difference
+                coef = coef[1:] - coef[:1]
+                intercept = intercept[1:] - intercept[:1]
+            self.coef_, self.intercept_ = coef, intercept
+            self.module_state_ = None
+        else:
+            self.module_state_ = state
+
+    # -------------------------------------------------------------- predict
+    def _validate_predict_X(self, X):
+        check_is_fitted(self)
+        X, _ = split_sensitive_columns(X, self.sensitive_columns)
+        return validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+
+    def _raw_logits(self, X):
+        if self.module_state_ is None:
+            return X @ self.coef_.T + self.intercept_
+        module = self._build_module(self.n_features_in_, len(self.classes_), 0)
+        module.load_state_dict({k: torch.as_tensor(v) for k, v in self.module_state_.items()})
+        module.eval()
+        with torch.no_grad():
+            out = module(torch.as_tensor(X, dtype=torch.float32))
+        return out.double().numpy()
+
+    def decision_function(self, X):
+        """Class scores (logits) for ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) for binary problems (score of
+        ``classes_[1]`` against ``classes_[0]``), else (n_samples, n_classes).
+        """
+        X = self._validate_predict_X(X)
+        scores = self._raw_logits(X)
+        if len(self.classes_) == 2:
+            if scores.shape[1] == 2:
+                scores = scores[:, 1:] - scores[:, :1]
+            return scores[:, 0]
+        return scores
+
+    def predict_proba(self, X):
+        """Class probabilities for ``X``, shape (n_samples, n_classes)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            positive = 1.0 / (1.0 + np.exp(-scores))
+            return np.column_stack([1.0 - positive, positive])
+        return softmax(scores.copy())
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """Most probable class for each row of ``X``."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # DP noise and clipping can cost accuracy on the tiny data sets the
+        # generic checks use.
+        tags.classifier_tags.poor_score = True
+        return tags

@@ -1,0 +1,7 @@
+"""Torch models and loss heads used by skdp trainers."""
+
+from ._backends import LinearBackend, ModuleBackend, make_backend
+from ._factories import make_mlp
+from ._heads import CrossEntropyHead
+
+__all__ = ["CrossEntropyHead", "LinearBackend", "ModuleBackend", "make_backend", "make_mlp"]

@@ -1,0 +1,84 @@
+"""Model backends: parameters, forward pass and clipped gradient sums.
+
+A trainer talks to a backend only; the backend chooses the per-sample
+gradient path. :class:`LinearBackend` keeps one ``(n_classes, n_features + 1)``
+weight matrix (bias in the last column) and uses the closed form;
+:class:`ModuleBackend` wraps any ``torch.nn.Module`` and uses ``torch.func``.
+"""
+
+import torch
+
+from ..privacy import clipped_linear_sum, clipped_module_sum
+
+
+class LinearBackend:
+    """Linear/softmax model ``logits = [x, 1] @ weights.T`` on a fixed dataset.
+
+    Parameters
+    ----------
+    X : torch.Tensor of shape (n_samples, n_features)
+    n_outputs : int
+    """
+
+    def __init__(self, X, n_outputs):
+        ones = torch.ones((X.shape[0], 1), dtype=X.dtype, device=X.device)
+        inputs = torch.cat([X, ones], dim=1)
+        # one gather per step: inputs with their squared norms in a last column
+        self._rows = torch.cat([inputs, inputs.square().sum(1, keepdim=True)], dim=1)
+        self._width = inputs.shape[1]
+        self.weights = torch.zeros((n_outputs, self._width), dtype=X.dtype, device=X.device)
+        self.parameters = [self.weights]
+
+    def forward(self, idx):
+        """Return ``(batch, logits)`` for the rows ``idx``."""
+        batch = self._rows.index_select(0, idx)
+        return batch, batch[:, : self._width] @ self.weights.T
+
+    def clipped_grad_sum(self, idx, batch, logits, head, targets, max_norm):
+        """Clipped per-sample gradient sum (list aligned with ``parameters``)."""
+        out_grad = head.output_grad(logits, *targets)
+        total, sq_norms = clipped_linear_sum(
+            batch[:, : self._width], out_grad, max_norm, input_sq_norms=batch[:, -1]
+        )
+        return [total], sq_norms
+
+    def predict_logits(self, X):
+        return X @ self.weights[:, :-1].T + self.weights[:, -1]
+
+    def state(self):
+        return {"weights": self.weights.detach().cpu().numpy().astype("float64")}
+
+
+class ModuleBackend:
+    """Any ``torch.nn.Module`` mapping a batch of rows to logits."""
+
+    def __init__(self, X, module):
+        self.inputs = X
+        self.module = module.to(device=X.device, dtype=X.dtype)
+        self.parameters = [p for p in self.module.parameters() if p.requires_grad]
+        self._names = [n for n, p in self.module.named_parameters() if p.requires_grad]
+
+    def forward(self, idx):
+        batch = self.inputs.index_select(0, idx)
+        with torch.no_grad():
+            return batch, self.module(batch)
+
+    def clipped_grad_sum(self, idx, batch, logits, head, targets, max_norm):
+        sums, sq_norms = clipped_module_sum(
+            self.module, head.loss, batch, *targets, max_norm=max_norm
+        )
+        return [sums[name] for name in self._names], sq_norms
+
+    def predict_logits(self, X):
+        with torch.no_grad():
+            return self.module(X)
+
+    def state(self):
+        return {k: v.detach().cpu().numpy() for k, v in self.module.state_dict().items()}
+
+
+def make_backend(X, n_outputs, module=None):
+    """Linear backend when ``module`` is None, else a module backend."""
+    if module is None:
+        return LinearBackend(X, n_outputs)
+    return ModuleBackend(X, module)

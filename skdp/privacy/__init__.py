@@ -1,0 +1,49 @@
+"""The privacy engine shared by every skdp estimator.
+
+Poisson sampling, per-sample gradient clipping (a closed form for linear and
+softmax models, ``torch.func`` for any module), Gaussian and Laplace noise
+drawn from a ``torch.Generator``, and accounting on dp-accounting events.
+"""
+
+from ._accounting import (
+    ACCOUNTANTS,
+    NEIGHBORING,
+    PLD_DISCRETIZATION,
+    PrivacyBudgetError,
+    calibrate_noise_multiplier,
+    calibrate_steps,
+    compute_epsilon,
+    gdp_to_pure_dp,
+    joint_noise_multiplier,
+    make_accountant,
+    pure_dp_to_gdp,
+    poisson_gaussian_event,
+    poisson_gaussian_step,
+    sensitivity_factor,
+)
+from ._clipping import clip_factors, clipped_linear_sum, clipped_module_sum
+from ._noise import gaussian_noise, laplace_noise
+from ._sampling import PoissonSampler
+
+__all__ = [
+    "PoissonSampler",
+    "clip_factors",
+    "clipped_linear_sum",
+    "clipped_module_sum",
+    "gaussian_noise",
+    "laplace_noise",
+    "ACCOUNTANTS",
+    "NEIGHBORING",
+    "PLD_DISCRETIZATION",
+    "PrivacyBudgetError",
+    "calibrate_noise_multiplier",
+    "calibrate_steps",
+    "compute_epsilon",
+    "gdp_to_pure_dp",
+    "joint_noise_multiplier",
+    "pure_dp_to_gdp",
+    "make_accountant",
+    "poisson_gaussian_event",
+    "poisson_gaussian_step",
+    "sensitivity_factor",
+]

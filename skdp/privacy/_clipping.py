@@ -1,0 +1,115 @@
+"""Per-sample gradients clipped to a norm bound, summed over a batch.
+
+Two paths give the same result on a linear model:
+
+* :func:`clipped_linear_sum` for linear and softmax models: the per-sample
+  gradient of a loss of the logits ``h = x_aug @ theta.T`` is the outer product
+  ``e ⊗ x_aug`` of the output gradient ``e = dloss/dh`` with the (bias-
+  augmented) input, so its norm is ``|e| |x_aug|`` and the clipped sum is one
+  matrix product; per-sample gradients are never formed.
+* :func:`clipped_module_sum` for any ``torch.nn.Module``: per-sample gradients
+  from ``torch.func.vmap(grad(...))``.
+
+Both clip the *whole* per-sample gradient (all parameters together) to
+``max_norm``, so one record moves the sum by at most ``max_norm``.
+"""
+
+import torch
+from torch.func import functional_call, grad, vmap
+
+_TINY = 1e-12
+
+
+def clip_factors(squared_norms, max_norm):
+    """Scale factors ``min(1, max_norm / norm)`` for per-sample gradients."""
+    return (max_norm / squared_norms.clamp_min(_TINY).sqrt()).clamp_(max=1.0)
+
+
+def clipped_linear_sum(inputs, output_grads, max_norm, *, input_sq_norms=None):
+    """Clipped sum of the per-sample gradients of a linear model.
+
+    Parameters
+    ----------
+    inputs : torch.Tensor of shape (batch, n_inputs)
+        Batch rows, with a trailing column of ones when the model has a bias.
+    output_grads : torch.Tensor of shape (batch, n_outputs)
+        Per-sample gradient of the loss with respect to the model outputs.
+    max_norm : float
+        Clipping bound C on the l2 norm of each per-sample gradient.
+    input_sq_norms : torch.Tensor of shape (batch,), optional
+        Precomputed squared norms of the rows of ``inputs``.
+
+    Returns
+    -------
+    grad_sum : torch.Tensor of shape (n_outputs, n_inputs)
+        ``sum_i min(1, C / |g_i|) g_i`` with ``g_i = output_grads[i] ⊗ inputs[i]``.
+    squared_norms : torch.Tensor of shape (batch,)
+        Squared norms of the unclipped per-sample gradients.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import clipped_linear_sum
+    >>> x = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    >>> e = torch.tensor([[1.0], [1.0]])
+    >>> total, sq = clipped_linear_sum(x, e, max_norm=1.0)
+    >>> total  # first row clipped from norm 5 to 1, second kept (norm 0.5)
+    tensor([[0.9000, 1.2000]])
+    """
+    if input_sq_norms is None:
+        input_sq_norms = inputs.square().sum(1)
+    squared_norms = output_grads.square().sum(1) * input_sq_norms
+    factors = clip_factors(squared_norms, max_norm)
+    grad_sum = (output_grads * factors[:, None]).T @ inputs
+    return grad_sum, squared_norms
+
+
+def clipped_module_sum(module, sample_loss, inputs, *targets, max_norm):
+    """Clipped sum of per-sample gradients of any module, via ``torch.func``.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    sample_loss : callable
+        ``sample_loss(outputs, *targets)`` returns per-sample losses of shape
+        (batch,) for a batch of outputs; it must treat rows independently.
+    inputs : torch.Tensor of shape (batch, ...)
+    *targets : torch.Tensor
+        Per-sample tensors aligned with ``inputs`` (labels, weights...).
+    max_norm : float
+
+    Returns
+    -------
+    grad_sums : dict of str to torch.Tensor
+        Clipped gradient sum per named parameter.
+    squared_norms : torch.Tensor of shape (batch,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import clipped_module_sum
+    >>> model = torch.nn.Linear(2, 1, bias=False)
+    >>> with torch.no_grad():
+    ...     _ = model.weight.copy_(torch.tensor([[0.0, 0.0]]))
+    >>> x = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    >>> loss = lambda out: out[:, 0]   # gradient of each sample is its row
+    >>> sums, sq = clipped_module_sum(model, loss, x, max_norm=1.0)
+    >>> sums["weight"]
+    tensor([[0.9000, 1.2000]])
+    """
+    params = {name: p.detach() for name, p in module.named_parameters()}
+    buffers = {name: b.detach() for name, b in module.named_buffers()}
+
+    def one_sample_loss(params, x, *ts):
+        out = functional_call(module, (params, buffers), (x.unsqueeze(0),))
+        return sample_loss(out, *(t.unsqueeze(0) for t in ts)).sum()
+
+    in_dims = (None, 0) + (0,) * len(targets)
+    per_sample = vmap(grad(one_sample_loss), in_dims=in_dims)(params, inputs, *targets)
+    batch = inputs.shape[0]
+    squared_norms = sum(g.reshape(batch, -1).square().sum(1) for g in per_sample.values())
+    factors = clip_factors(squared_norms, max_norm)
+    grad_sums = {
+        name: torch.tensordot(factors, g, dims=1) for name, g in per_sample.items()
+    }
+    return grad_sums, squared_norms

@@ -1,0 +1,80 @@
+"""Poisson subsampling of training rows, driven by a ``torch.Generator``."""
+
+import math
+
+import torch
+
+
+class PoissonSampler:
+    """Draw Poisson-subsampled batches of row indices.
+
+    Each of the ``n_samples`` rows enters each batch independently with
+    probability ``sampling_rate``, which is the sampling the accountant's
+    ``PoissonSampledDpEvent`` assumes. Batches are drawn in chunks of steps as
+    the gaps between selected rows (geometric variables), so a step costs
+    O(batch size) rather than O(n_samples), and the host synchronises once
+    per chunk rather than once per step.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows to sample from.
+    sampling_rate : float
+        Inclusion probability, in (0, 1].
+    generator : torch.Generator
+        Source of randomness; its device is the device of the indices.
+    chunk_steps : int, default=256
+        Number of steps drawn at once.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import PoissonSampler
+    >>> sampler = PoissonSampler(1000, 0.1, torch.Generator().manual_seed(0))
+    >>> batches = list(sampler.batches(3))
+    >>> len(batches), batches[0].dtype
+    (3, torch.int64)
+    """
+
+    def __init__(self, n_samples, sampling_rate, generator, *, chunk_steps=256):
+        if not 0 < sampling_rate <= 1:
+            raise ValueError(f"sampling_rate must be in (0, 1], got {sampling_rate!r}.")
+        self.n_samples = int(n_samples)
+        self.sampling_rate = float(sampling_rate)
+        self.generator = generator
+        self.chunk_steps = int(chunk_steps)
+
+    def batches(self, n_steps):
+        """Yield ``n_steps`` index tensors (int64, sorted, possibly empty)."""
+        done = 0
+        while done < n_steps:
+            size = min(self.chunk_steps, n_steps - done)
+            yield from self._chunk(size)
+            done += size
+
+    def _chunk(self, n_steps):
+        n, q = self.n_samples, self.sampling_rate
+        device = self.generator.device
+        mean = n * q
+        width = int(mean + 6.0 * math.sqrt(mean * (1.0 - q)) + 16)
+        # 1-based positions of the selected rows: cumulative geometric gaps.
+        positions = self._geometric_gaps(n_steps, width, device).cumsum_(1)
+        while bool((positions[:, -1] <= n).any()):
+            more = self._geometric_gaps(n_steps, width, device).cumsum_(1)
+            positions = torch.cat([positions, positions[:, -1:] + more], dim=1)
+        selected = positions <= n
+        counts = selected.sum(1).tolist()
+        indices = positions[selected].long() - 1
+        return indices.split(counts)
+
+    def _geometric_gaps(self, n_steps, width, device):
+        """Geometric(q) variables on {1, 2, ...} by inversion, in float64.
+
+        With U uniform on (0, 1], floor(log U / log(1 - q)) + 1 exceeds k with
+        probability (1 - q)^k, the gap between successive Bernoulli(q) hits.
+        """
+        u = torch.rand((n_steps, width), dtype=torch.float64, device=device, generator=self.generator)
+        if self.sampling_rate == 1.0:
+            return torch.ones_like(u)
+        gaps = torch.log1p(-u)  # log of 1 - u, uniform on (0, 1]
+        return gaps.div_(math.log1p(-self.sampling_rate)).floor_().add_(1.0)

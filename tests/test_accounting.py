@@ -1,0 +1,136 @@
+"""Accounting and calibration against dp-accounting computed directly."""
+
+import dp_accounting as dpa
+import pytest
+from dp_accounting import pld, rdp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skdp.privacy import (
+    PLD_DISCRETIZATION,
+    PrivacyBudgetError,
+    calibrate_noise_multiplier,
+    calibrate_steps,
+    compute_epsilon,
+    make_accountant,
+    poisson_gaussian_event,
+    poisson_gaussian_step,
+)
+
+
+def _direct(event, delta, kind="pld"):
+    if kind == "pld":
+        acc = pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+    else:
+        acc = rdp.RdpAccountant()
+    return acc.compose(event).get_epsilon(delta)
+
+
+def test_known_figures():
+    # spec raco_dp.md §3.3 sanity check: q=0.032, sigma=4, T=500, delta=1e-5
+    event = poisson_gaussian_event(4.0, 0.032, 500)
+    assert compute_epsilon(event, 1e-5, "pld") == pytest.approx(0.6668, abs=2e-3)
+    assert compute_epsilon(event, 1e-5, "rdp") == pytest.approx(0.7333, abs=1e-3)
+    # peers spec §2.4: q=256/60000, sigma=1.1, 14100 steps
+    event = poisson_gaussian_event(1.1, 256 / 60000, 14100)
+    assert compute_epsilon(event, 1e-5, "rdp") == pytest.approx(2.600, abs=5e-3)
+
+
+@pytest.mark.parametrize("kind", ["pld", "rdp"])
+def test_epsilon_equals_direct_dp_accounting(kind):
+    event = poisson_gaussian_event(1.3, 0.02, 300)
+    assert compute_epsilon(event, 1e-6, kind) == _direct(event, 1e-6, kind)
+    assert make_accountant(kind).compose(event).get_epsilon(1e-6) == _direct(event, 1e-6, kind)
+
+
+def test_pld_discretization_is_certified_and_close_to_default():
+    """The coarser grid is an upper bound within 0.1 % of dp-accounting's default."""
+    event = poisson_gaussian_event(2.0, 0.03, 500)
+    ours = compute_epsilon(event, 1e-5)
+    default = pld.PLDAccountant().compose(event).get_epsilon(1e-5)
+    assert default <= ours <= default * 1.001
+
+
+def test_replace_doubles_sensitivity():
+    a = poisson_gaussian_event(2.0, 0.05, 100, neighboring="replace")
+    b = poisson_gaussian_event(1.0, 0.05, 100)
+    assert a == b
+    assert compute_epsilon(a, 1e-5) > compute_epsilon(poisson_gaussian_event(2.0, 0.05, 100), 1e-5)
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    eps=st.sampled_from([0.5, 1.0, 2.0, 4.0]),
+    q=st.floats(0.005, 0.2),
+    steps=st.integers(20, 1500),
+    kind=st.sampled_from(["pld", "rdp"]),
+)
+def test_calibrated_noise_meets_target_within_one_percent(eps, q, steps, kind):
+    sigma = calibrate_noise_multiplier(eps, 1e-5, q, steps, accountant=kind)
+    spent = _direct(poisson_gaussian_event(sigma, q, steps), 1e-5, kind)
+    assert spent <= eps
+    assert spent >= 0.99 * eps
+
+
+def test_calibrated_noise_within_one_percent_of_default_pld():
+    sigma = calibrate_noise_multiplier(1.0, 1e-5, 0.03, 500)
+    exact = pld.PLDAccountant().compose(poisson_gaussian_event(sigma, 0.03, 500)).get_epsilon(1e-5)
+    assert 0.99 <= exact <= 1.0
+
+
+def test_calibrate_steps_is_the_largest_feasible():
+    step = poisson_gaussian_step(3.0, 0.03)
+    steps = calibrate_steps(step, 1.0, 1e-5, max_steps=5000)
+    assert 0 < steps < 5000
+    assert _direct(dpa.SelfComposedDpEvent(step, steps), 1e-5) <= 1.0
+    assert _direct(dpa.SelfComposedDpEvent(step, steps + 1), 1e-5) > 1.0
+
+
+def test_calibrate_steps_zero_and_cap():
+    assert calibrate_steps(poisson_gaussian_step(0.3, 0.5), 0.01, 1e-5, max_steps=100) == 0
+    assert calibrate_steps(poisson_gaussian_step(50.0, 0.001), 5.0, 1e-5, max_steps=50) == 50
+
+
+def test_infeasible_noise_calibration_raises():
+    with pytest.raises(PrivacyBudgetError, match="raise epsilon"):
+        calibrate_noise_multiplier(1e-7, 1e-12, 1.0, 10_000)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"accountant": "gdp"}, "accountant"), ({"neighboring": "swap"}, "neighboring")],
+)
+def test_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        calibrate_noise_multiplier(1.0, 1e-5, 0.01, 100, **kwargs)
+
+
+@settings(max_examples=30, deadline=None)
+@given(eps0=st.floats(0.01, 5.0))
+def test_pure_dp_trade_off_dominates_gaussian(eps0):
+    """G_mu lies below the (eps0, 0)-DP trade-off curve, touching at the kink."""
+    import numpy as np
+    from scipy import stats as sps
+
+    from skdp.privacy import gdp_to_pure_dp, pure_dp_to_gdp
+
+    mu = pure_dp_to_gdp(eps0)
+    alpha = np.linspace(1e-9, 1 - 1e-9, 4001)
+    pure = np.maximum.reduce([np.zeros_like(alpha), 1 - np.exp(eps0) * alpha,
+                              np.exp(-eps0) * (1 - alpha)])
+    gauss = sps.norm.cdf(sps.norm.ppf(1 - alpha) - mu)
+    assert np.all(gauss <= pure + 1e-9)
+    assert gdp_to_pure_dp(mu) == pytest.approx(eps0, rel=1e-9)
+
+
+def test_joint_gaussian_releases_compose_like_one_gaussian():
+    """Two Gaussian releases on the same batch == one with the joint multiplier
+    (checked against dp-accounting composing the unsubsampled pair)."""
+    from skdp.privacy import joint_noise_multiplier
+
+    joint = joint_noise_multiplier((2.0, 3.0))
+    composed = dpa.ComposedDpEvent([dpa.GaussianDpEvent(2.0), dpa.GaussianDpEvent(3.0)])
+    direct = pld.PLDAccountant(value_discretization_interval=1e-4).compose(composed).get_epsilon(1e-5)
+    single = pld.PLDAccountant(value_discretization_interval=1e-4).compose(
+        dpa.GaussianDpEvent(joint)).get_epsilon(1e-5)
+    assert single == pytest.approx(direct, rel=2e-3)

@@ -1,0 +1,183 @@
+"""DPSGDClassifier: privacy report, budget enforcement, utility, errors."""
+
+import numpy as np
+import pytest
+import torch
+from dp_accounting import pld
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LogisticRegression
+
+from skdp import DPSGDClassifier
+from skdp.privacy import PLD_DISCRETIZATION, PrivacyBudgetError, compute_epsilon
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_classification(n_samples=3000, n_features=8, n_informative=5, random_state=0)
+
+
+def test_privacy_report_matches_fresh_accountant(data):
+    X, y = data
+    clf = DPSGDClassifier(epsilon=1.0, batch_size=128, max_epochs=3, random_state=0).fit(X, y)
+    assert clf.epsilon_ <= 1.0
+    assert clf.epsilon_ >= 0.99
+    fresh = pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+    assert fresh.compose(clf.dp_event_).get_epsilon(clf.delta_) == clf.epsilon_
+    default = pld.PLDAccountant().compose(clf.dp_event_).get_epsilon(clf.delta_)
+    assert default <= clf.epsilon_ <= default * 1.002
+    assert clf.dp_event_.count == clf.n_steps_
+    assert clf.dp_event_.event.sampling_probability == pytest.approx(128 / 3000)
+    assert clf.dp_event_.event.event.noise_multiplier == clf.noise_multiplier_
+
+
+def test_fixed_noise_stops_when_budget_is_spent(data):
+    X, y = data
+    clf = DPSGDClassifier(
+        epsilon=0.5, noise_multiplier=2.0, batch_size=100, max_steps=10_000, random_state=0
+    ).fit(X, y)
+    assert 0 < clf.n_steps_ < 10_000
+    assert clf.epsilon_ <= 0.5
+    assert clf.noise_multiplier_ == 2.0
+
+
+def test_utility_close_to_logistic_regression(data):
+    X, y = data
+    X_train, X_test, y_train, y_test = X[:2000], X[2000:], y[:2000], y[2000:]
+    ref = LogisticRegression().fit(X_train, y_train).score(X_test, y_test)
+    private = DPSGDClassifier(epsilon=2.0, batch_size=100, random_state=0).fit(X_train, y_train)
+    assert private.score(X_test, y_test) >= ref - 0.05
+    nonprivate = DPSGDClassifier(epsilon=None, batch_size=100, random_state=0).fit(X_train, y_train)
+    assert nonprivate.epsilon_ == np.inf and nonprivate.dp_event_ is None
+    assert nonprivate.score(X_test, y_test) >= ref - 0.03
+
+
+def test_noise_changes_the_model(data):
+    X, y = data
+    a = DPSGDClassifier(epsilon=None, batch_size=128, max_steps=50, random_state=0).fit(X, y)
+    b = DPSGDClassifier(epsilon=0.5, batch_size=128, max_steps=50, random_state=0).fit(X, y)
+    assert not np.allclose(a.coef_, b.coef_)
+
+
+def test_multiclass_and_mlp():
+    X, y = make_classification(
+        n_samples=1500, n_features=6, n_informative=4, n_classes=3, random_state=1
+    )
+    clf = DPSGDClassifier(epsilon=4.0, batch_size=100, random_state=0).fit(X, y)
+    assert clf.coef_.shape == (3, 6)
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1.0)
+    assert clf.score(X, y) > 0.6
+    mlp = DPSGDClassifier(
+        epsilon=4.0, batch_size=100, hidden_layer_sizes=(16,), learning_rate=0.3, random_state=0
+    ).fit(X, y)
+    assert mlp.coef_ is None if hasattr(mlp, "coef_") else True
+    assert mlp.module_state_ is not None
+    assert mlp.score(X, y) > 0.6
+    assert mlp.decision_function(X).shape == (1500, 3)
+
+
+def test_user_module_factory():
+    X, y = make_classification(n_samples=600, n_features=5, random_state=2)
+
+    def factory(n_features, n_classes):
+        return torch.nn.Sequential(torch.nn.Linear(n_features, 8), torch.nn.Tanh(),
+                                   torch.nn.Linear(8, n_classes))
+
+    clf = DPSGDClassifier(epsilon=2.0, batch_size=64, module=factory, random_state=0).fit(X, y)
+    assert set(clf.module_state_) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert clf.predict(X).shape == (600,)
+
+
+def test_binary_decision_function_is_one_dimensional(data):
+    X, y = data
+    clf = DPSGDClassifier(batch_size=128, max_epochs=1, random_state=0).fit(X, y)
+    scores = clf.decision_function(X)
+    assert scores.shape == (3000,)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[(scores > 0).astype(int)])
+    np.testing.assert_allclose(scores, X @ clf.coef_[0] + clf.intercept_[0])
+
+
+def test_same_random_state_same_fit(data):
+    X, y = data
+    a = DPSGDClassifier(batch_size=128, max_epochs=2, random_state=7).fit(X, y)
+    b = DPSGDClassifier(batch_size=128, max_epochs=2, random_state=7).fit(X, y)
+    c = DPSGDClassifier(batch_size=128, max_epochs=2, random_state=8).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert not np.array_equal(a.coef_, c.coef_)
+
+
+def test_string_labels(data):
+    X, y = data
+    labels = np.where(y == 1, "yes", "no")
+    clf = DPSGDClassifier(batch_size=128, max_epochs=1, random_state=0).fit(X, labels)
+    assert set(clf.predict(X)) <= {"yes", "no"}
+    assert list(clf.classes_) == ["no", "yes"]
+
+
+# ------------------------------------------------------------------ errors
+def test_nan_and_inf_rejected(data):
+    X, y = data
+    X = X.copy()
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        DPSGDClassifier().fit(X, y)
+    X[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        DPSGDClassifier().fit(X, y)
+
+
+def test_epsilon_too_small_for_one_step(data):
+    X, y = data
+    with pytest.raises(PrivacyBudgetError, match="single step"):
+        DPSGDClassifier(epsilon=1e-4, noise_multiplier=0.5, batch_size=1500).fit(X, y)
+
+
+def test_batch_larger_than_data(data):
+    X, y = data
+    with pytest.raises(ValueError, match="batch_size=5000 is larger"):
+        DPSGDClassifier(batch_size=5000).fit(X, y)
+
+
+def test_delta_too_large_warns(data):
+    X, y = data
+    with pytest.warns(UserWarning, match="delta"):
+        DPSGDClassifier(delta=0.01, batch_size=128, max_steps=5).fit(X, y)
+
+
+def test_non_numeric_X():
+    X = np.array([["a", "b"], ["c", "d"], ["e", "f"], ["g", "h"]], dtype=object)
+    with pytest.raises(ValueError, match="numeric"):
+        DPSGDClassifier(batch_size=2).fit(X, [0, 1, 0, 1])
+
+
+def test_invalid_parameter_message(data):
+    X, y = data
+    with pytest.raises(ValueError, match="epsilon"):
+        DPSGDClassifier(epsilon=-1).fit(X, y)
+    with pytest.raises(ValueError, match="accountant"):
+        DPSGDClassifier(accountant="gdp").fit(X, y)
+
+
+def test_module_factory_must_return_module(data):
+    X, y = data
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        DPSGDClassifier(module=lambda n, k: "nope", batch_size=128).fit(X, y)
+
+
+def test_rdp_accountant(data):
+    X, y = data
+    clf = DPSGDClassifier(accountant="rdp", batch_size=128, max_epochs=2, random_state=0).fit(X, y)
+    assert clf.epsilon_ <= 1.0
+    assert compute_epsilon(clf.dp_event_, clf.delta_, "rdp") == clf.epsilon_
+
+
+def test_sensitive_columns_are_dropped(data):
+    pd = pytest.importorskip("pandas")
+    X, y = data
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    frame["group"] = np.where(X[:, 0] > 0, "a", "b")
+    clf = DPSGDClassifier(batch_size=128, max_epochs=1, sensitive_columns="group",
+                          random_state=0).fit(frame, y)
+    assert clf.n_features_in_ == X.shape[1]
+    assert list(clf.groups_) == ["a", "b"]
+    assert clf.predict(frame).shape == (3000,)
