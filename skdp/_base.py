@@ -10,6 +10,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
@@ -191,7 +192,10 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         return module
 
     def _to_tensor(self, array, device, dtype=torch.float32):
-        return torch.as_tensor(np.ascontiguousarray(array), dtype=dtype, device=device)
+        array = np.ascontiguousarray(array)
+        if not array.flags.writeable:
+            array = array.copy()
+        return torch.as_tensor(array, dtype=dtype, device=device)
 
     def _make_backend(self, X_t, n_outputs, seed):
         module = self._build_module(X_t.shape[1], n_outputs, seed)
@@ -253,7 +257,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         """Class probabilities for ``X``, shape (n_samples, n_classes)."""
         scores = self.decision_function(X)
         if scores.ndim == 1:
-            positive = 1.0 / (1.0 + np.exp(-scores))
+            positive = expit(scores)
             return np.column_stack([1.0 - positive, positive])
         return softmax(scores.copy())
 
