@@ -1,7 +1,8 @@
 """skdp: differentially private scikit-learn estimators with constraints."""
 
+from .fairness import DPRateConstrainedClassifier
 from .linear_model import DPSGDClassifier
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["DPSGDClassifier", "__version__"]
+__all__ = ["DPRateConstrainedClassifier", "DPSGDClassifier", "__version__"]

@@ -1,0 +1,522 @@
+"""DPRateConstrainedClassifier: RaCO-DP behind a scikit-learn interface."""
+
+import math
+import time
+import warnings
+from numbers import Integral, Real
+
+import dp_accounting as dpa
+import numpy as np
+import torch
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._base import BaseDPClassifier, split_sensitive_columns
+from .._groups import encode_groups
+from ..privacy import (
+    PrivacyBudgetError,
+    calibrate_noise_multiplier,
+    calibrate_steps,
+    compute_epsilon,
+    gdp_to_pure_dp,
+    joint_noise_multiplier,
+    poisson_gaussian_event,
+    poisson_gaussian_step,
+    sensitivity_factor,
+)
+from ._constraints import evaluate_hard_constraints, make_constraints
+from ._raco import RacoNoise, train_raco
+
+#: Share of the per-step privacy (in GDP mu^2 terms) given to the histogram
+#: and to the clipped-record count when the noise is calibrated.
+_COUNT_SHARE = 0.01
+
+
+class DPRateConstrainedClassifier(BaseDPClassifier):
+    """Classifier trained under (epsilon, delta)-DP subject to rate constraints.
+
+    Implements RaCO-DP (Yaghini, Cebere, Menart, Bellet & Papernot): private
+    stochastic gradient descent-ascent on the Lagrangian of *generalized rate
+    constraints* -- linear combinations of the rates at which the model
+    predicts each class on groups of records defined by the sensitive
+    attribute and the label (demographic parity, equalized odds, equal
+    opportunity, false negative/positive rates, or any custom
+    :class:`~skdp.fairness.RateConstraint`).
+
+    Each step releases, on one Poisson batch, a noisy histogram of predictions
+    per cell (from which the multipliers' ascent step and the per-cell weights
+    of the constraint term are computed by post-processing), a noisy clipped
+    sum of per-record gradients of the Lagrangian, and a noisy count of the
+    clipped records. The three releases are accounted as one mechanism: with
+    Gaussian histogram noise they form one Gaussian mechanism of noise
+    multiplier ``(sigma_g^-2 + sigma_h^-2 + sigma_c^-2)^(-1/2)``; with Laplace
+    histogram noise the Laplace release is converted to Gaussian DP (see
+    :func:`skdp.privacy.joint_noise_multiplier`), never composed as a
+    separately subsampled event.
+
+    The unit of privacy is one whole record: features, label and sensitive
+    attribute.
+
+    Parameters
+    ----------
+    constraint : str, constraint object or list, default="demographic_parity"
+        ``"demographic_parity"``, ``"equalized_odds"``, ``"equal_opportunity"``,
+        ``"false_negative_rate"``, ``"false_positive_rate"``, a builder such
+        as :class:`~skdp.fairness.DemographicParity`, a
+        :class:`~skdp.fairness.RateConstraint`, or a list of them.
+    tolerance : float or array-like, default=0.05
+        Slack gamma of string constraints: scalar, or one value per expanded
+        constraint.
+    epsilon : float or None, default=1.0
+        Privacy budget; ``None`` trains non-privately (SGDA without noise;
+        gradients are still clipped unless ``max_grad_norm=np.inf``), for
+        reference.
+    delta : float, default=1e-5
+    max_grad_norm : float, default=1.0
+        Clipping bound C of each record's whole gradient.
+    batch_size : int or "auto", default="auto"
+        Expected Poisson batch size. ``"auto"`` uses
+        ``min(n_samples // 4, max(64, round(6 * sqrt(n_samples))))``: about
+        1000 for 30,000 records.
+    max_epochs : float, default=5
+        Training length in expected passes over the data.
+    max_steps : int or None, default=None
+        Overrides ``max_epochs``.
+    learning_rate : float, default=1.0
+        Primal step size (on the noisy mean gradient).
+    optimizer : {"sgd", "adam"}, default="sgd"
+    momentum : float, default=0.9
+        Momentum of the primal ``"sgd"`` optimizer.
+    noise_multiplier : float or None, default=None
+        Gradient noise multiplier. ``None`` calibrates all noise scales for the
+        requested steps; a number fixes it (and the histogram noise follows
+        from ``histogram_noise_share`` unless ``histogram_noise_scale`` is
+        given) and training stops when the budget is spent.
+    histogram_noise : {"gaussian", "laplace"}, default="gaussian"
+    histogram_noise_scale : float or None, default=None
+        Standard deviation (Gaussian) or scale (Laplace) of the noise on each
+        histogram count. ``None`` derives it from ``histogram_noise_share``.
+    histogram_noise_share : float, default=0.1
+        Share of each step's privacy (in Gaussian-DP ``mu^2``) spent on the
+        histogram when scales are derived. 1 % more goes to the clipped-record
+        count; the rest to the gradient.
+    temperature : float, default=1.0
+        Temperature tau of the soft rates ``softmax(tau * logits)``.
+    dual_learning_rate : float, default=0.5
+        Step size of the multipliers' projected ascent.
+    dual_bound : float or None, default=None
+        Upper bound of each multiplier (box ``[0, dual_bound]``); None keeps
+        the non-negative orthant.
+    dual_rates : {"hard", "soft"}, default="hard"
+        Rates in the released histogram (and so in the dual ascent): one-hot
+        predictions (``"hard"``, what the constraint is judged on) or soft
+        probabilities. The primal gradient always uses soft rates.
+    min_denominator : float, default=1.0
+        Floor of the noisy local-set sizes dividing histogram counts.
+    accountant : {"pld", "rdp"}, default="pld"
+    neighboring : {"add_remove", "replace"}, default="add_remove"
+    hidden_layer_sizes : tuple of int, default=()
+        Empty: multinomial logistic regression (closed-form per-sample path).
+    module : callable or None, default=None
+        ``module(n_features, n_classes) -> torch.nn.Module`` (no BatchNorm).
+    sensitive_columns : str, int or list, default=None
+        Columns of X holding the sensitive attribute, used as
+        ``sensitive_features`` when none are passed to ``fit`` and removed from
+        the model inputs (also at prediction time). This is the way to use the
+        estimator in ``Pipeline``/``GridSearchCV`` without metadata routing.
+    random_state : int, RandomState instance or None, default=None
+    device : str, default="cpu"
+    verbose : int, default=0
+        Progress lines show only noisy (private) quantities.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    groups_ : ndarray
+        Group labels seen in ``fit`` (tuples for several sensitive columns).
+    constraints_ : CompiledConstraints
+        Cells, local sets, coefficients and tolerances actually enforced.
+    constraint_names_ : list of str
+    coef_, intercept_ : ndarray
+        Linear model (sklearn layout); ``module_state_`` for MLPs.
+    lambda_ : ndarray of shape (n_constraints,)
+        Final multipliers.
+    history_ : dict of ndarray
+        Per step: ``"lambda"``, ``"constraint_values"`` (noisy Γ_j - γ_j),
+        ``"denominators"`` (noisy local-set sizes), ``"batch_size"`` (noisy)
+        and ``"clipped_fraction"`` (noisy). All are released with noise or
+        computed from such releases, and accounted in ``epsilon_``.
+    epsilon_, delta_ : float
+        Budget spent, from dp-accounting on ``dp_event_``.
+    dp_event_ : dp_accounting.DpEvent
+        ``n_steps_`` Poisson-subsampled Gaussian steps of multiplier
+        ``joint_noise_multiplier_``, which dominate the three releases per
+        step.
+    noise_multiplier_, histogram_noise_scale_, clip_count_noise_ : float
+        Noise of the gradient (multiplier), histogram (std or Laplace scale)
+        and clipped-record count (std).
+    joint_noise_multiplier_ : float
+    n_steps_ : int
+    sampling_rate_, batch_size_ : float, int
+    fit_time_ : dict
+
+    Examples
+    --------
+    >>> from skdp import DPRateConstrainedClassifier
+    >>> from skdp.datasets import make_fair_classification
+    >>> from skdp.metrics import demographic_parity_difference
+    >>> X, y, group = make_fair_classification(
+    ...     n_samples=4000, label_group_correlation=0.8, random_state=0)
+    >>> clf = DPRateConstrainedClassifier(tolerance=0.05, epsilon=2.0, random_state=0)
+    >>> clf = clf.fit(X, y, sensitive_features=group)
+    >>> clf.epsilon_ <= 2.0
+    True
+    >>> gap = demographic_parity_difference(y, clf.predict(X), sensitive_features=group)
+    """
+
+    _parameter_constraints = {
+        **BaseDPClassifier._parameter_constraints,
+        "constraint": [str, list, tuple, object],
+        "tolerance": [Interval(Real, None, None, closed="neither"), "array-like"],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "histogram_noise": [StrOptions({"gaussian", "laplace"})],
+        "histogram_noise_scale": [Interval(Real, 0, None, closed="neither"), None],
+        "histogram_noise_share": [Interval(Real, 0, 1, closed="neither")],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "dual_learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "dual_bound": [Interval(Real, 0, None, closed="neither"), None],
+        "dual_rates": [StrOptions({"hard", "soft"})],
+        "min_denominator": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        constraint="demographic_parity",
+        *,
+        tolerance=0.05,
+        epsilon=1.0,
+        delta=1e-5,
+        max_grad_norm=1.0,
+        batch_size="auto",
+        max_epochs=5,
+        max_steps=None,
+        learning_rate=1.0,
+        optimizer="sgd",
+        momentum=0.9,
+        noise_multiplier=None,
+        histogram_noise="gaussian",
+        histogram_noise_scale=None,
+        histogram_noise_share=0.1,
+        temperature=1.0,
+        dual_learning_rate=0.5,
+        dual_bound=None,
+        dual_rates="hard",
+        min_denominator=1.0,
+        accountant="pld",
+        neighboring="add_remove",
+        hidden_layer_sizes=(),
+        module=None,
+        sensitive_columns=None,
+        random_state=None,
+        device="cpu",
+        verbose=0,
+    ):
+        self.constraint = constraint
+        self.tolerance = tolerance
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_grad_norm = max_grad_norm
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.max_steps = max_steps
+        self.learning_rate = learning_rate
+        self.optimizer = optimizer
+        self.momentum = momentum
+        self.noise_multiplier = noise_multiplier
+        self.histogram_noise = histogram_noise
+        self.histogram_noise_scale = histogram_noise_scale
+        self.histogram_noise_share = histogram_noise_share
+        self.temperature = temperature
+        self.dual_learning_rate = dual_learning_rate
+        self.dual_bound = dual_bound
+        self.dual_rates = dual_rates
+        self.min_denominator = min_denominator
+        self.accountant = accountant
+        self.neighboring = neighboring
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.module = module
+        self.sensitive_columns = sensitive_columns
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, *, sensitive_features=None):
+        """Train under the (epsilon, delta) budget subject to the constraints.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sensitive_features : array-like of shape (n_samples,) or (n_samples, k), default=None
+            Group of each record (strings, ints; several columns form
+            intersectional groups). ``None`` takes them from
+            ``sensitive_columns``; if that is None too, all records form one
+            group and group constraints are vacuous (a warning says so).
+
+        Returns
+        -------
+        self : DPRateConstrainedClassifier
+        """
+        self._validate_params()
+        X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        n = X.shape[0]
+        n_classes = len(self.classes_)
+        if group_codes is None:
+            group_codes = np.zeros(n, dtype=np.int64)
+            n_groups = 1
+        else:
+            n_groups = len(self.groups_)
+        self.constraints_ = make_constraints(
+            self.constraint, self.tolerance, n_classes=n_classes, n_groups=n_groups,
+            class_names=list(self.classes_),
+            group_names=None if self.groups_ is None else list(self.groups_),
+        )
+        self.constraint_names_ = list(self.constraints_.names)
+        if n_groups == 1 and self.constraints_.n_constraints == 0:
+            warnings.warn(
+                "No sensitive features were given, so every record is in one group and the "
+                "group constraints are vacuous; pass sensitive_features= to fit (or set "
+                "sensitive_columns) to enforce them.",
+                UserWarning,
+            )
+
+        self.batch_size_ = self._resolve_batch_size(n)
+        q = self._check_privacy_setup(n, self.batch_size_)
+        steps = self._n_steps_requested(q)
+        start = time.perf_counter()
+        noise, steps = self._calibrate(q, steps)
+        calibration_time = time.perf_counter() - start
+
+        generator, seed, device = self._make_generator()
+        X_t = self._to_tensor(X, device)
+        onehot = torch.nn.functional.one_hot(
+            torch.as_tensor(y_codes, device=device), n_classes
+        ).to(X_t.dtype)
+        atom_cell = np.asarray(self.constraints_.atom_cell)
+        n_cells = self.constraints_.n_cells
+        cells = atom_cell[y_codes, group_codes]
+        cells = np.where(cells < 0, n_cells, cells)  # spare cell for unused records
+        cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
+        backend = self._make_backend(X_t, n_classes, seed)
+        start = time.perf_counter()
+        history = train_raco(
+            backend, onehot, cells_t, self.constraints_.to_torch(device=device, dtype=X_t.dtype),
+            n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm, noise=noise,
+            temperature=self.temperature, dual_learning_rate=self.dual_learning_rate,
+            dual_bound=self.dual_bound, dual_rates=self.dual_rates,
+            min_denominator=self.min_denominator, optimizer=self.optimizer,
+            learning_rate=self.learning_rate, momentum=self.momentum,
+            generator=generator, verbose=self.verbose,
+        )
+        self._store_backend(backend)
+        self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
+        self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
+        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
+        self._set_privacy_report(noise, q, steps)
+        self._warn_from_history(noise)
+        return self
+
+    def _resolve_batch_size(self, n):
+        if self.batch_size == "auto":
+            return int(min(max(n // 4, 1), max(64, round(6 * math.sqrt(n)))))
+        return int(self.batch_size)
+
+    # ------------------------------------------------------------ privacy
+    def _noise_from_joint(self, joint):
+        """Split a joint noise multiplier into the three releases' scales."""
+        share_h = self.histogram_noise_share
+        share_c = _COUNT_SHARE
+        mu = 1.0 / joint
+        gradient = 1.0 / (mu * math.sqrt(1.0 - share_h - share_c))
+        count = 1.0 / (mu * math.sqrt(share_c))
+        mu_hist = mu * math.sqrt(share_h)
+        if self.histogram_noise == "laplace":
+            histogram = 1.0 / gdp_to_pure_dp(mu_hist)
+        else:
+            histogram = 1.0 / mu_hist
+        return gradient, histogram, count
+
+    def _joint_multiplier(self, gradient, histogram, count):
+        """Joint noise multiplier (add/remove units) of the three releases."""
+        if self.histogram_noise == "laplace":
+            return joint_noise_multiplier((gradient, count), (1.0 / histogram,))
+        return joint_noise_multiplier((gradient, histogram, count))
+
+    def _step_event(self, noise, sampling_rate):
+        factor = sensitivity_factor(self.neighboring)
+        gaussian = (noise.gradient / factor, noise.clip_count / factor)
+        if self.histogram_noise == "laplace":
+            joint = joint_noise_multiplier(gaussian, (factor / noise.histogram,))
+        else:
+            joint = joint_noise_multiplier(gaussian + (noise.histogram / factor,))
+        return poisson_gaussian_step(joint, sampling_rate), joint
+
+    def _calibrate(self, sampling_rate, steps):
+        """Noise scales and step count that fit the budget."""
+        if self.epsilon is None:
+            return RacoNoise(histogram_mechanism=self.histogram_noise), steps
+        if self.noise_multiplier is None:
+            joint = calibrate_noise_multiplier(
+                self.epsilon, self.delta, sampling_rate, steps,
+                accountant=self.accountant, neighboring=self.neighboring,
+            )
+            gradient, histogram, count = self._noise_from_joint(joint)
+            if self.histogram_noise_scale is not None:
+                histogram = float(self.histogram_noise_scale)
+            noise = RacoNoise(gradient, histogram, self.histogram_noise, count)
+            # Laplace conversion or a fixed histogram scale can overshoot:
+            # inflate every scale until the accountant agrees.
+            for _ in range(60):
+                event = dpa.SelfComposedDpEvent(self._step_event(noise, sampling_rate)[0], steps)
+                if compute_epsilon(event, self.delta, self.accountant) <= self.epsilon:
+                    return noise, steps
+                noise = RacoNoise(
+                    noise.gradient * 1.02, noise.histogram * 1.02, self.histogram_noise,
+                    noise.clip_count * 1.02,
+                )
+            raise PrivacyBudgetError(  # pragma: no cover - histogram scale far too small
+                f"histogram_noise_scale={self.histogram_noise_scale} is too small for "
+                f"epsilon={self.epsilon}; raise it or leave it None."
+            )
+        gradient = float(self.noise_multiplier)
+        if self.histogram_noise_scale is not None:
+            histogram = float(self.histogram_noise_scale)
+        else:
+            # same share rule, relative to the given gradient multiplier
+            mu_g = 1.0 / gradient
+            mu_total = mu_g / math.sqrt(1.0 - self.histogram_noise_share - _COUNT_SHARE)
+            histogram = self._noise_from_joint(1.0 / mu_total)[1]
+        count = 1.0 / ((1.0 / gradient) * math.sqrt(
+            _COUNT_SHARE / (1.0 - self.histogram_noise_share - _COUNT_SHARE)))
+        noise = RacoNoise(gradient, histogram, self.histogram_noise, count)
+        step_event, _ = self._step_event(noise, sampling_rate)
+        affordable = calibrate_steps(
+            step_event, self.epsilon, self.delta, accountant=self.accountant, max_steps=steps
+        )
+        if affordable == 0:
+            raise PrivacyBudgetError(
+                f"epsilon={self.epsilon} at delta={self.delta} cannot pay for a single step with "
+                f"noise_multiplier={self.noise_multiplier}; raise epsilon or the noise."
+            )
+        return noise, affordable
+
+    def _set_privacy_report(self, noise, sampling_rate, steps):
+        self.n_steps_ = steps
+        self.sampling_rate_ = sampling_rate
+        self.delta_ = self.delta
+        self.noise_multiplier_ = noise.gradient
+        self.histogram_noise_scale_ = noise.histogram
+        self.clip_count_noise_ = noise.clip_count
+        if not noise.private:
+            self.joint_noise_multiplier_ = None
+            self.dp_event_ = None
+            self.epsilon_ = np.inf
+            return
+        step_event, joint = self._step_event(noise, sampling_rate)
+        self.joint_noise_multiplier_ = joint
+        self.dp_event_ = dpa.SelfComposedDpEvent(step_event, steps)
+        self.epsilon_ = compute_epsilon(self.dp_event_, self.delta, self.accountant)
+
+    # ------------------------------------------------------------ warnings
+    def _warn_from_history(self, noise):
+        """Warnings computed from the noisy history only (post-processing)."""
+        hist = self.history_
+        steps = hist["lambda"].shape[0]
+        if steps < 8 or hist["lambda"].shape[1] == 0:
+            return
+        tail = slice(steps - max(2, steps // 4), steps)
+        if noise.private:
+            denominators = hist["denominators"][tail].mean(0)
+            noise_std = noise.histogram * (math.sqrt(2) if noise.histogram_mechanism == "laplace" else 1)
+            small = denominators < 5 * noise_std * math.sqrt(len(self.classes_))
+            if small.any():
+                warnings.warn(
+                    f"{int(small.sum())} constrained group(s) have about "
+                    f"{denominators[small].min():.0f} records per batch, too few for histogram "
+                    f"noise of {noise_std:.1f} per count; their rate estimates are mostly noise. "
+                    "Use a larger batch_size, merge small groups, or raise epsilon.",
+                    UserWarning,
+                )
+        violation = hist["constraint_values"][tail].mean(0)
+        lam = hist["lambda"]
+        growing = (lam[-1] > 1.5 * lam[steps // 2] + 1e-3) & (violation > 0.01)
+        if growing.any():
+            names = [self.constraint_names_[j] for j in np.flatnonzero(growing)[:3]]
+            warnings.warn(
+                f"Lagrange multipliers keep growing for {names}: the tolerance may be infeasible "
+                "at this privacy level. Raise tolerance, or set dual_bound to cap the penalty.",
+                UserWarning,
+            )
+        if noise.private and hist["clipped_fraction"][tail].mean() > 0.5 and violation.max() > 0.01:
+            warnings.warn(
+                f"About {100 * hist['clipped_fraction'][tail].mean():.0f}% of per-sample gradients "
+                "are clipped while constraints remain violated: clipping is biasing the "
+                "constraint gradient. Raise max_grad_norm.",
+                UserWarning,
+            )
+
+    # ---------------------------------------------------------- diagnostics
+    def constraint_values(self, X, y, *, sensitive_features=None):
+        """Hard (0-1) constraint values Γ_j of the fitted model on given data.
+
+        Non-private: computed exactly from ``X``, ``y`` and the groups. Records
+        of groups unseen in ``fit`` are left out (with a warning).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sensitive_features : array-like, default=None
+            Taken from ``sensitive_columns`` when None.
+
+        Returns
+        -------
+        values : ndarray of shape (n_constraints,)
+            Compare with ``constraints_.tolerance``; the names are in
+            ``constraint_names_``.
+        """
+        y_pred = self.predict(X)
+        _, from_columns = split_sensitive_columns(X, self.sensitive_columns)
+        if sensitive_features is None:
+            sensitive_features = from_columns
+        y = np.asarray(y)
+        n = y.shape[0]
+        if sensitive_features is None:
+            if self.groups_ is not None:
+                raise ValueError(
+                    "sensitive_features is required: the model was fitted with groups "
+                    f"{list(self.groups_)[:5]}."
+                )
+            group_codes = np.zeros(n, dtype=np.int64)
+        else:
+            group_codes, _ = encode_groups(sensitive_features, n, groups=self.groups_)
+        y_codes = np.searchsorted(self.classes_, y)
+        known = (group_codes >= 0) & (y_codes < len(self.classes_))
+        known[known] &= self.classes_[y_codes[known]] == y[known]
+        if not known.all():
+            warnings.warn(
+                f"{int((~known).sum())} records have a group or label unseen in fit and are "
+                "left out of the constraint values.",
+                UserWarning,
+            )
+        pred_codes = np.searchsorted(self.classes_, y_pred)
+        return evaluate_hard_constraints(
+            self.constraints_, y_codes[known], pred_codes[known], group_codes[known]
+        )
+
+    def constraint_violation(self, X, y, *, sensitive_features=None):
+        """Largest hard violation ``max_j (Γ_j - γ_j)`` on given data (non-private)."""
+        values = self.constraint_values(X, y, sensitive_features=sensitive_features)
+        if values.size == 0:
+            return 0.0
+        return float(np.max(values - np.asarray(self.constraints_.tolerance)))

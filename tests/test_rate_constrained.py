@@ -1,0 +1,236 @@
+"""DPRateConstrainedClassifier and the RaCO-DP trainer."""
+
+import numpy as np
+import pytest
+import torch
+from dp_accounting import pld
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skdp import DPRateConstrainedClassifier, DPSGDClassifier
+from skdp.datasets import make_fair_classification
+from skdp.fairness._constraints import make_constraints
+from skdp.fairness._raco import RacoNoise, RateConstrainedHead, train_raco
+from skdp.metrics import demographic_parity_difference
+from skdp.models import LinearBackend, ModuleBackend
+from skdp.privacy import PLD_DISCRETIZATION, PoissonSampler
+
+
+@pytest.fixture(scope="module")
+def biased():
+    """Strong label-group correlation: an unconstrained model has a large gap."""
+    X, y, group = make_fair_classification(
+        n_samples=6000, n_features=6, label_group_correlation=0.9,
+        feature_group_correlation=0.6, random_state=0,
+    )
+    return X, y, group
+
+
+def test_head_output_grad_matches_autograd():
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(7, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    onehot = torch.nn.functional.one_hot(torch.randint(0, 3, (7,), generator=gen), 3).double()
+    weights = torch.randn(7, 3, generator=gen, dtype=torch.float64)
+    head = RateConstrainedHead(temperature=2.5, batch_scale=40.0)
+    (auto,) = torch.autograd.grad(head.loss(logits, onehot, weights).sum(), logits)
+    torch.testing.assert_close(head.output_grad(logits.detach(), onehot, weights), auto)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(2, 12),
+    max_norm=st.floats(0.05, 5.0),
+    scale=st.floats(1.0, 500.0),
+    seed=st.integers(0, 10_000),
+    linear=st.booleans(),
+)
+def test_lagrangian_clipped_sum_sensitivity(n, max_norm, scale, seed, linear):
+    """Removing one record moves the clipped Lagrangian gradient sum by <= C."""
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, 4, generator=gen, dtype=torch.float64) * 3
+    onehot = torch.nn.functional.one_hot(torch.randint(0, 2, (n,), generator=gen), 2).double()
+    weights = torch.randn(n, 2, generator=gen, dtype=torch.float64) / 10
+    head = RateConstrainedHead(temperature=1.5, batch_scale=scale)
+    if linear:
+        backend = LinearBackend(X, 2)
+        backend.weights.copy_(torch.randn(2, 5, generator=gen, dtype=torch.float64))
+    else:
+        torch.manual_seed(seed)
+        backend = ModuleBackend(X, torch.nn.Sequential(
+            torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2)).double())
+
+    def total(idx):
+        batch, logits = backend.forward(idx)
+        sums, _ = backend.clipped_grad_sum(
+            idx, batch, logits, head, (onehot[idx], weights[idx]), max_norm
+        )
+        return torch.cat([s.reshape(-1) for s in sums])
+
+    everyone = torch.arange(n)
+    diff = total(everyone) - total(everyone[1:])
+    assert torch.linalg.norm(diff) <= max_norm * (1 + 1e-9)
+
+
+def _sgda_reference(X, onehot, cells, compiled, n_steps, q, lr, dual_lr, temperature, seed):
+    """Plain minibatch SGDA on the Lagrangian with autograd (no DP)."""
+    A = torch.as_tensor(compiled.coefficients, dtype=X.dtype)
+    S = torch.as_tensor(compiled.membership, dtype=X.dtype)
+    gamma = torch.as_tensor(compiled.tolerance, dtype=X.dtype)
+    n, k = onehot.shape
+    theta = torch.zeros(k, X.shape[1] + 1, dtype=X.dtype, requires_grad=True)
+    velocity = torch.zeros_like(theta)
+    lam = torch.zeros(len(gamma), dtype=X.dtype)
+    Xa = torch.cat([X, torch.ones(n, 1, dtype=X.dtype)], 1)
+    q_cells = S.shape[1]
+    expected = q * n
+    for idx in PoissonSampler(n, q, torch.Generator().manual_seed(seed)).batches(n_steps):
+        logits = Xa[idx] @ theta.T
+        ce = -(onehot[idx] * torch.log_softmax(logits, 1)).sum() / expected
+        soft = torch.softmax(temperature * logits, 1)
+        member = torch.nn.functional.one_hot(cells[idx], q_cells + 1)[:, :q_cells].to(X.dtype)
+        hist = member.T @ soft  # (Q, K)
+        local = S @ hist
+        sizes = local.sum(1).detach().clamp_min(1.0)
+        gam = torch.einsum("jmk,mk->j", A, local / sizes[:, None])
+        lagrangian = ce + (lam * (gam - gamma)).sum()
+        (grad,) = torch.autograd.grad(lagrangian, theta)
+        with torch.no_grad():
+            velocity.mul_(0.9).add_(grad)
+            theta -= lr * velocity
+            lam = (lam + dual_lr * (gam.detach() - gamma)).clamp(min=0.0)
+    return theta.detach(), lam
+
+
+def test_noise_off_equals_nonprivate_sgda(biased):
+    X_np, y_np, g_np = biased
+    X = torch.as_tensor(X_np[:800], dtype=torch.float64)
+    y = torch.as_tensor(y_np[:800])
+    onehot = torch.nn.functional.one_hot(y, 2).double()
+    compiled = make_constraints("demographic_parity", 0.02, n_classes=2, n_groups=2)
+    cells_np = np.asarray(compiled.atom_cell)[y_np[:800], g_np[:800]]
+    cells_np = np.where(cells_np < 0, compiled.n_cells, cells_np)
+    cells = torch.as_tensor(cells_np)
+    backend = LinearBackend(X, 2)
+    train_raco(
+        backend, onehot, cells, compiled.to_torch(device="cpu", dtype=torch.float64),
+        n_steps=60, sampling_rate=0.1, max_grad_norm=float("inf"), noise=RacoNoise(),
+        temperature=1.5, dual_learning_rate=0.7, dual_bound=None, dual_rates="soft",
+        min_denominator=1.0, optimizer="sgd", learning_rate=0.3, momentum=0.9,
+        generator=torch.Generator().manual_seed(5),
+    )
+    theta, _ = _sgda_reference(X, onehot, cells, compiled, 60, 0.1, 0.3, 0.7, 1.5, seed=5)
+    torch.testing.assert_close(backend.weights, theta, rtol=1e-7, atol=1e-9)
+
+
+def test_constraint_enforced_on_biased_data(biased):
+    X, y, group = biased
+    free = DPSGDClassifier(epsilon=None, batch_size=200, random_state=0).fit(X, y)
+    free_gap = demographic_parity_difference(y, free.predict(X), sensitive_features=group)
+    fair = DPRateConstrainedClassifier(tolerance=0.03, epsilon=None, random_state=0)
+    fair.fit(X, y, sensitive_features=group)
+    fair_gap = demographic_parity_difference(y, fair.predict(X), sensitive_features=group)
+    assert free_gap > 0.15
+    assert fair_gap <= 0.03 + 0.02
+    assert fair.score(X, y) > 0.6
+    private = DPRateConstrainedClassifier(tolerance=0.03, epsilon=3.0, random_state=0)
+    private.fit(X, y, sensitive_features=group)
+    private_gap = demographic_parity_difference(y, private.predict(X), sensitive_features=group)
+    assert private_gap <= 0.03 + 0.03
+    assert private.constraint_violation(X, y, sensitive_features=group) <= 0.03
+    assert private.epsilon_ <= 3.0
+
+
+@pytest.mark.parametrize("histogram_noise", ["gaussian", "laplace"])
+def test_privacy_report(biased, histogram_noise):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        epsilon=1.0, histogram_noise=histogram_noise, max_epochs=2, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    assert 0.99 <= clf.epsilon_ <= 1.0 or histogram_noise == "laplace" and clf.epsilon_ <= 1.0
+    fresh = pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+    assert fresh.compose(clf.dp_event_).get_epsilon(clf.delta_) == clf.epsilon_
+    joint = clf.dp_event_.event.event.noise_multiplier
+    assert joint == pytest.approx(clf.joint_noise_multiplier_)
+    assert joint < clf.noise_multiplier_  # the joint release costs more than the gradient
+    assert clf.history_["lambda"].shape == (clf.n_steps_, len(clf.constraint_names_))
+    assert np.all(clf.history_["lambda"] >= 0)
+    np.testing.assert_allclose(clf.lambda_ >= 0, True)
+
+
+def test_fixed_noise_calibrates_steps(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        epsilon=0.5, noise_multiplier=2.0, max_steps=5000, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    assert 0 < clf.n_steps_ < 5000
+    assert clf.epsilon_ <= 0.5
+
+
+def test_reproducible(biased):
+    X, y, group = biased
+    kw = dict(epsilon=1.0, max_epochs=1, random_state=3)
+    a = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
+    b = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.history_["lambda"], b.history_["lambda"])
+
+
+def test_multiclass_many_groups_equalized_odds():
+    X, y, group = make_fair_classification(
+        n_samples=3000, n_features=5, n_classes=3, n_groups=3, random_state=1
+    )
+    clf = DPRateConstrainedClassifier(
+        constraint="equalized_odds", tolerance=0.1, epsilon=2.0, max_epochs=2, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    assert len(clf.constraint_names_) == 3 * 3 * 3
+    assert clf.predict_proba(X).shape == (3000, 3)
+    values = clf.constraint_values(X, y, sensitive_features=group)
+    assert values.shape == (27,)
+
+
+def test_mlp_backend(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        hidden_layer_sizes=(8,), epsilon=2.0, max_epochs=1, learning_rate=0.3, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    assert clf.module_state_ is not None
+    assert clf.score(X, y) > 0.55
+
+
+def test_infeasible_tolerance_warns():
+    X, y, group = make_fair_classification(n_samples=3000, random_state=2)
+    from skdp.fairness import FalseNegativeRate, FalsePositiveRate
+
+    clf = DPRateConstrainedClassifier(
+        constraint=[FalseNegativeRate(0.0), FalsePositiveRate(0.0)], epsilon=None,
+        max_epochs=4, random_state=0,
+    )
+    with pytest.warns(UserWarning, match="multipliers keep growing"):
+        clf.fit(X, y, sensitive_features=group)
+
+
+def test_without_sensitive_features_warns(biased):
+    X, y, _ = biased
+    with pytest.warns(UserWarning, match="vacuous"):
+        DPRateConstrainedClassifier(max_epochs=1, random_state=0).fit(X, y)
+
+
+def test_wrong_length_sensitive_features(biased):
+    X, y, group = biased
+    with pytest.raises(ValueError, match="sensitive_features"):
+        DPRateConstrainedClassifier().fit(X, y, sensitive_features=group[:-3])
+
+
+def test_negative_tolerance_rejected(biased):
+    X, y, group = biased
+    with pytest.raises(ValueError, match="tolerance"):
+        DPRateConstrainedClassifier(tolerance=-0.1).fit(X, y, sensitive_features=group)
+
+
+def test_unseen_group_in_constraint_values(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(max_epochs=1, random_state=0)
+    clf.fit(X, y, sensitive_features=group)
+    other = np.where(np.arange(len(group)) < 10, 99, group)
+    with pytest.warns(UserWarning, match="unseen"):
+        clf.constraint_values(X, y, sensitive_features=other)
