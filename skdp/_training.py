@@ -28,3 +28,31 @@ def noisy_update(optimizer, params, grad_sums, noise_std, expected_batch, genera
                 total = total + gaussian_noise(total, noise_std, generator)
             p.grad = total.div_(expected_batch)
         optimizer.step()
+
+
+class TailAverage:
+    """Running average of parameters over the last ``fraction`` of the steps.
+
+    Averaging iterates is post-processing of the private updates, so it costs
+    no privacy; it damps the oscillation of descent-ascent and the noise of
+    the last iterate.
+    """
+
+    def __init__(self, params, n_steps, fraction):
+        self.params = params
+        self.start = n_steps - int(round(fraction * n_steps)) if fraction > 0 else n_steps
+        self.count = 0
+        self.sums = [torch.zeros_like(p) for p in params]
+
+    def update(self, step):
+        if step >= self.start:
+            self.count += 1
+            for total, p in zip(self.sums, self.params):
+                total.add_(p)
+
+    def finalize(self):
+        """Write the averages into the parameters (no-op without averaging)."""
+        if self.count:
+            with torch.no_grad():
+                for total, p in zip(self.sums, self.params):
+                    p.copy_(total / self.count)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._training import make_optimizer, noisy_update
+from .._training import TailAverage, make_optimizer, noisy_update
 from ..privacy import PoissonSampler, gaussian_noise, laplace_noise
 from ._constraints import cell_histogram, cell_weights, constraint_values
 
@@ -84,7 +84,7 @@ def _add_histogram_noise(hist, noise, generator):
 def train_raco(
     backend, onehot, cells, constraints, *, n_steps, sampling_rate, max_grad_norm, noise,
     temperature, dual_learning_rate, dual_bound, dual_rates, min_denominator,
-    optimizer, learning_rate, momentum, generator, verbose=0,
+    optimizer, learning_rate, momentum, generator, averaging=0.0, verbose=0,
 ):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
 
@@ -98,6 +98,8 @@ def train_raco(
         the batch).
     constraints : compiled constraints as torch tensors (``to_torch``).
     noise : RacoNoise
+    averaging : float
+        Fraction of final steps whose parameters are averaged into the result.
 
     Returns
     -------
@@ -112,6 +114,7 @@ def train_raco(
     grad_std = noise.gradient * max_grad_norm if noise.private else 0.0
     head = RateConstrainedHead(temperature, expected_batch)
     opt = make_optimizer(optimizer, backend.parameters, learning_rate, momentum)
+    average = TailAverage(backend.parameters, n_steps, averaging)
     n_constraints = constraints.tolerance.shape[0]
     dtype, device = onehot.dtype, onehot.device
     lam = torch.zeros(n_constraints, dtype=dtype, device=device)
@@ -145,6 +148,7 @@ def train_raco(
         if noise.private:
             clipped = clipped + gaussian_noise(clipped, noise.clip_count, generator)
         noisy_update(opt, backend.parameters, sums, grad_std, expected_batch, generator)
+        average.update(step)
 
         history["lambda"][step] = lam
         history["constraint_values"][step] = values
@@ -164,5 +168,6 @@ def train_raco(
             )
     for p in backend.parameters:
         p.grad = None
+    average.finalize()
     history["final_lambda"] = lam
     return history

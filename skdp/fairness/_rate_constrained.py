@@ -112,6 +112,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         probabilities. The primal gradient always uses soft rates.
     min_denominator : float, default=1.0
         Floor of the noisy local-set sizes dividing histogram counts.
+    averaging : float, default=0.5
+        Return the average of the model parameters over this fraction of the
+        final steps (0 returns the last iterate). Averaging is post-processing
+        and damps the oscillation of descent-ascent.
     accountant : {"pld", "rdp"}, default="pld"
     neighboring : {"add_remove", "replace"}, default="add_remove"
     hidden_layer_sizes : tuple of int, default=()
@@ -186,6 +190,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "dual_bound": [Interval(Real, 0, None, closed="neither"), None],
         "dual_rates": [StrOptions({"hard", "soft"})],
         "min_denominator": [Interval(Real, 0, None, closed="neither")],
+        "averaging": [Interval(Real, 0, 1, closed="both")],
     }
 
     def __init__(
@@ -211,6 +216,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         dual_bound=None,
         dual_rates="hard",
         min_denominator=1.0,
+        averaging=0.5,
         accountant="pld",
         neighboring="add_remove",
         hidden_layer_sizes=(),
@@ -240,6 +246,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.dual_bound = dual_bound
         self.dual_rates = dual_rates
         self.min_denominator = min_denominator
+        self.averaging = averaging
         self.accountant = accountant
         self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -316,7 +323,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             dual_bound=self.dual_bound, dual_rates=self.dual_rates,
             min_denominator=self.min_denominator, optimizer=self.optimizer,
             learning_rate=self.learning_rate, momentum=self.momentum,
-            generator=generator, verbose=self.verbose,
+            generator=generator, averaging=self.averaging, verbose=self.verbose,
         )
         self._store_backend(backend)
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)

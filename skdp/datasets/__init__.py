@@ -1,0 +1,27 @@
+"""Datasets for fairness and privacy benchmarks.
+
+Loaders for the public benchmarks of the fairness literature (UCI Adult,
+ProPublica COMPAS, UCI Statlog German credit), which download the data on
+first use into a data folder (see :func:`get_data_home`) and check its SHA256,
+the standard preprocessing for them (:func:`make_preprocessor`), and a
+synthetic generator with controllable groups (:func:`make_fair_classification`).
+
+The loaders return a :class:`~sklearn.utils.Bunch` whose ``sensitive``
+attribute holds the sensitive attribute, kept out of the features ``data`` by
+default.
+"""
+
+from ._adult import fetch_adult
+from ._base import get_data_home, make_preprocessor
+from ._compas import fetch_compas
+from ._german import fetch_german
+from ._synthetic import make_fair_classification
+
+__all__ = [
+    "fetch_adult",
+    "fetch_compas",
+    "fetch_german",
+    "get_data_home",
+    "make_fair_classification",
+    "make_preprocessor",
+]
