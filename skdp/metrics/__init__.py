@@ -1,0 +1,36 @@
+"""Fairness metrics and scorers.
+
+Metrics compare rates of hard predictions across groups given by
+``sensitive_features`` (any number of groups; several columns form
+intersectional groups). Scorers wrap them for ``GridSearchCV`` and
+``cross_validate``, with the groups routed as metadata or read from a column
+of ``X``.
+"""
+
+from ._fairness import (
+    GroupRates,
+    demographic_parity_difference,
+    equal_opportunity_difference,
+    equalized_odds_difference,
+    false_negative_rate_difference,
+    false_positive_rate_difference,
+    group_rates,
+    selection_rate,
+    worst_group_accuracy,
+)
+from ._scorers import get_fairness_scorer, get_fairness_scorer_names, make_fairness_scorer
+
+__all__ = [
+    "GroupRates",
+    "demographic_parity_difference",
+    "equal_opportunity_difference",
+    "equalized_odds_difference",
+    "false_negative_rate_difference",
+    "false_positive_rate_difference",
+    "get_fairness_scorer",
+    "get_fairness_scorer_names",
+    "group_rates",
+    "make_fairness_scorer",
+    "selection_rate",
+    "worst_group_accuracy",
+]
