@@ -38,8 +38,8 @@ def test_linear_clipped_sum_sensitivity(n, d, k, max_norm, data):
     rows = data.draw(st.lists(finite, min_size=(n + 1) * (d + k), max_size=(n + 1) * (d + k)))
     full = _batch(rows, d, k)
     x, e = full[:, :d], full[:, d:]
-    with_all, _ = clipped_linear_sum(x, e, max_norm)
-    without_last, _ = clipped_linear_sum(x[:-1], e[:-1], max_norm)
+    with_all, _ = clipped_linear_sum(x, e.T, max_norm)
+    without_last, _ = clipped_linear_sum(x[:-1], e[:-1].T, max_norm)
     assert torch.linalg.norm(with_all - without_last) <= max_norm * (1 + 1e-9) + 1e-12
 
 
@@ -75,9 +75,10 @@ def test_linear_and_generic_paths_agree():
     idx = torch.arange(0, 50, 2)
     head = CrossEntropyHead()
     batch, logits = linear.forward(idx)
-    (fast,), sq_fast = linear.clipped_grad_sum(idx, batch, logits, head, (onehot[idx],), 0.7)
+    targets = (onehot[idx].T,)  # class-major
+    (fast,), sq_fast = linear.clipped_grad_sum(idx, batch, logits, head, targets, 0.7)
     batch, logits = generic.forward(idx)
-    (w, b), sq_slow = generic.clipped_grad_sum(idx, batch, logits, head, (onehot[idx],), 0.7)
+    (w, b), sq_slow = generic.clipped_grad_sum(idx, batch, logits, head, targets, 0.7)
     torch.testing.assert_close(sq_fast, sq_slow)
     torch.testing.assert_close(fast, torch.cat([w, b[:, None]], dim=1))
     assert (sq_fast > 0.49).any() and (sq_fast < 0.49).any()  # some clipped, some not

@@ -20,8 +20,8 @@ from skdp.privacy import PLD_DISCRETIZATION, PoissonSampler
 def biased():
     """Strong label-group correlation: an unconstrained model has a large gap."""
     X, y, group = make_fair_classification(
-        n_samples=6000, n_features=6, label_group_correlation=0.9,
-        feature_group_correlation=0.6, random_state=0,
+        n_samples=6000, n_features=10, label_group_correlation=0.5,
+        feature_group_correlation=0.3, random_state=0,
     )
     return X, y, group
 
@@ -33,7 +33,8 @@ def test_head_output_grad_matches_autograd():
     weights = torch.randn(7, 3, generator=gen, dtype=torch.float64)
     head = RateConstrainedHead(temperature=2.5, batch_scale=40.0)
     (auto,) = torch.autograd.grad(head.loss(logits, onehot, weights).sum(), logits)
-    torch.testing.assert_close(head.output_grad(logits.detach(), onehot, weights), auto)
+    closed = head.output_grad(logits.detach().T.contiguous(), onehot.T, weights.T)
+    torch.testing.assert_close(closed.T, auto)
 
 
 @settings(max_examples=40, deadline=None)
@@ -62,7 +63,7 @@ def test_lagrangian_clipped_sum_sensitivity(n, max_norm, scale, seed, linear):
     def total(idx):
         batch, logits = backend.forward(idx)
         sums, _ = backend.clipped_grad_sum(
-            idx, batch, logits, head, (onehot[idx], weights[idx]), max_norm
+            idx, batch, logits, head, (onehot[idx].T, weights[idx].T), max_norm
         )
         return torch.cat([s.reshape(-1) for s in sums])
 
@@ -129,8 +130,8 @@ def test_constraint_enforced_on_biased_data(biased):
     fair = DPRateConstrainedClassifier(tolerance=0.03, epsilon=None, random_state=0)
     fair.fit(X, y, sensitive_features=group)
     fair_gap = demographic_parity_difference(y, fair.predict(X), sensitive_features=group)
-    assert free_gap > 0.15
-    assert fair_gap <= 0.03 + 0.02
+    assert free_gap > 0.25
+    assert fair_gap <= 0.03 + 0.03
     assert fair.score(X, y) > 0.6
     private = DPRateConstrainedClassifier(tolerance=0.03, epsilon=3.0, random_state=0)
     private.fit(X, y, sensitive_features=group)
@@ -191,7 +192,7 @@ def test_multiclass_many_groups_equalized_odds():
 def test_mlp_backend(biased):
     X, y, group = biased
     clf = DPRateConstrainedClassifier(
-        hidden_layer_sizes=(8,), epsilon=2.0, max_epochs=1, learning_rate=0.3, random_state=0
+        hidden_layer_sizes=(8,), epsilon=2.0, max_epochs=5, learning_rate=0.3, random_state=0
     ).fit(X, y, sensitive_features=group)
     assert clf.module_state_ is not None
     assert clf.score(X, y) > 0.55

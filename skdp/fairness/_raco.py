@@ -24,14 +24,15 @@ import torch
 
 from .._training import TailAverage, make_optimizer, noisy_update
 from ..privacy import PoissonSampler, gaussian_noise, laplace_noise
-from ._constraints import cell_histogram, cell_weights, constraint_values
+from ._rates import dual_quantities
 
 
 class RateConstrainedHead:
     """Per-sample loss ``CE(h, y) + B * <w, softmax(tau * h)>`` of logits ``h``.
 
     ``w`` is the row of the per-cell weight matrix for the record's cell (zero
-    for records outside every cell). Targets are ``(onehot, w)``.
+    for records outside every cell). Targets are ``(onehot, w)``; ``loss`` is
+    batch-major, ``output_grad`` class-major (see :mod:`skdp.models._heads`).
     """
 
     n_targets = 2
@@ -45,12 +46,15 @@ class RateConstrainedHead:
         soft = torch.softmax(self.temperature * logits, dim=1)
         return ce + self.batch_scale * (weights * soft).sum(1)
 
-    def output_grad(self, logits, onehot, weights):
-        grad = torch.softmax(logits, dim=1).sub_(onehot)
-        soft = torch.softmax(self.temperature * logits, dim=1)
+    def output_grad(self, logits_t, onehot_t, weights_t):
+        probs = torch.softmax(logits_t, dim=0)
+        if self.temperature == 1.0:
+            soft = probs
+        else:
+            soft = torch.softmax(self.temperature * logits_t, dim=0)
         # d<w, s>/dh = tau * s * (w - <w, s>)
-        centred = weights - (weights * soft).sum(1, keepdim=True)
-        return grad.add_(soft.mul_(centred), alpha=self.temperature * self.batch_scale)
+        term = soft * (weights_t - (weights_t * soft).sum(0, keepdim=True))
+        return (probs - onehot_t).add_(term, alpha=self.temperature * self.batch_scale)
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,8 @@ def _add_histogram_noise(hist, noise, generator):
 def train_raco(
     backend, onehot, cells, constraints, *, n_steps, sampling_rate, max_grad_norm, noise,
     temperature, dual_learning_rate, dual_bound, dual_rates, min_denominator,
-    optimizer, learning_rate, momentum, generator, averaging=0.0, verbose=0,
+    optimizer, learning_rate, momentum, generator, averaging=0.0, dual_optimism=0.0,
+    verbose=0,
 ):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
 
@@ -109,55 +114,56 @@ def train_raco(
     """
     n, n_classes = onehot.shape
     n_cells = constraints.membership.shape[1]
+    n_sets = constraints.membership.shape[0]
+    n_constraints = constraints.tolerance.shape[0]
     expected_batch = sampling_rate * n
     clip = max_grad_norm
     grad_std = noise.gradient * max_grad_norm if noise.private else 0.0
     head = RateConstrainedHead(temperature, expected_batch)
     opt = make_optimizer(optimizer, backend.parameters, learning_rate, momentum)
     average = TailAverage(backend.parameters, n_steps, averaging)
-    n_constraints = constraints.tolerance.shape[0]
     dtype, device = onehot.dtype, onehot.device
+    # class-major per-record columns gathered once per step: labels, then
+    # the one-hot cell (cell n_cells collects records no constraint uses)
+    columns = torch.cat(
+        [onehot.T, torch.nn.functional.one_hot(cells, n_cells + 1).T.to(dtype)]
+    ).contiguous()
     lam = torch.zeros(n_constraints, dtype=dtype, device=device)
-    history = {
-        "lambda": torch.zeros((n_steps, n_constraints), dtype=dtype, device=device),
-        "constraint_values": torch.zeros((n_steps, n_constraints), dtype=dtype, device=device),
-        "batch_size": torch.zeros(n_steps, dtype=dtype, device=device),
-        "clipped_fraction": torch.zeros(n_steps, dtype=dtype, device=device),
-        "denominators": torch.zeros(
-            (n_steps, constraints.membership.shape[0]), dtype=dtype, device=device
-        ),
-    }
-    zero_row = torch.zeros((1, n_classes), dtype=dtype, device=device)
+    previous = torch.zeros(n_constraints, dtype=dtype, device=device)
+    tolerance = constraints.tolerance
+    # one row per step: lambda, noisy values, noisy sizes, noisy batch, noisy clipped
+    record = torch.zeros((n_steps, 2 * n_constraints + n_sets + 2), dtype=dtype, device=device)
     report_every = max(1, n_steps // 10)
     start = time.perf_counter()
     sampler = PoissonSampler(n, sampling_rate, generator)
     for step, idx in enumerate(sampler.batches(n_steps)):
-        batch, logits = backend.forward(idx)
-        batch_cells = cells.index_select(0, idx)
+        batch, logits_t = backend.forward(idx)
+        picked = columns.index_select(1, idx)
+        onehot_t, cells_t = picked[:n_classes], picked[n_classes:]
         if dual_rates == "hard":
-            rows = torch.nn.functional.one_hot(logits.argmax(1), n_classes).to(dtype)
+            # exactly one 1 per record (max(0) is much faster than argmax(0) here)
+            top = logits_t.max(0).indices.unsqueeze(0)
+            rows_t = torch.zeros_like(logits_t).scatter_(0, top, 1.0)
         else:
-            rows = torch.softmax(temperature * logits, dim=1)
-        hist = _add_histogram_noise(cell_histogram(rows, batch_cells, n_cells + 1), noise, generator)
-        used = hist[:n_cells]
-        values = constraint_values(used, constraints, min_denominator) - constraints.tolerance
-        weights = torch.cat([cell_weights(used, lam, constraints, min_denominator), zero_row])
-        targets = (onehot.index_select(0, idx), weights.index_select(0, batch_cells))
-        sums, sq_norms = backend.clipped_grad_sum(idx, batch, logits, head, targets, clip)
-        clipped = (sq_norms > clip * clip).sum().to(dtype)
+            rows_t = torch.softmax(temperature * logits_t, dim=0)
+        hist = _add_histogram_noise(cells_t @ rows_t.T, noise, generator)
+        values, weights, sizes = dual_quantities(hist[:n_cells], lam, constraints, min_denominator)
+        values -= tolerance
+        weights_t = weights.T @ cells_t[:n_cells]
+        sums, sq_norms = backend.clipped_grad_sum(
+            idx, batch, logits_t, head, (onehot_t, weights_t), clip
+        )
+        clipped = (sq_norms > clip * clip).sum().to(dtype).reshape(1)
         if noise.private:
-            clipped = clipped + gaussian_noise(clipped, noise.clip_count, generator)
-        noisy_update(opt, backend.parameters, sums, grad_std, expected_batch, generator)
+            clipped += gaussian_noise(clipped, noise.clip_count, generator)
+        noisy_update(opt, sums, grad_std, expected_batch, generator)
         average.update(step)
-
-        history["lambda"][step] = lam
-        history["constraint_values"][step] = values
-        total = hist.sum()
-        history["batch_size"][step] = total
-        history["clipped_fraction"][step] = clipped / total.clamp_min(1.0)
-        history["denominators"][step] = constraints.membership @ used.sum(1)
-
-        lam = (lam + dual_learning_rate * values).clamp_(min=0.0)
+        record[step] = torch.cat([lam, values, sizes, hist.sum().reshape(1), clipped])
+        # optimistic ascent: the extra (g_t - g_{t-1}) term damps the cycling
+        # of descent-ascent; both are post-processing of noisy releases
+        step_dir = values + dual_optimism * (values - previous) if dual_optimism else values
+        previous = values
+        lam = (lam + dual_learning_rate * step_dir).clamp_(min=0.0)
         if dual_bound is not None:
             lam.clamp_(max=dual_bound)
         if verbose and ((step + 1) % report_every == 0 or step + 1 == n_steps):
@@ -166,8 +172,15 @@ def train_raco(
                 f"max noisy violation {float(values.max()):+.3f}  "
                 f"elapsed {time.perf_counter() - start:.2f}s"
             )
-    for p in backend.parameters:
-        p.grad = None
+    j, m = n_constraints, n_sets
+    batch_size = record[:, 2 * j + m]
+    history = {
+        "lambda": record[:, :j],
+        "constraint_values": record[:, j : 2 * j],
+        "denominators": record[:, 2 * j : 2 * j + m],
+        "batch_size": batch_size,
+        "clipped_fraction": record[:, -1] / batch_size.clamp_min(1.0),
+    }
     average.finalize()
     history["final_lambda"] = lam
     return history

@@ -71,21 +71,26 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         gradients are still clipped unless ``max_grad_norm=np.inf``), for
         reference.
     delta : float, default=1e-5
-    max_grad_norm : float, default=1.0
-        Clipping bound C of each record's whole gradient.
+    max_grad_norm : float, default=10.0
+        Clipping bound C of each record's whole gradient (loss and constraint
+        parts together). Larger than DP-SGD's usual 1 on purpose: when most
+        per-record gradients are clipped, raising a multiplier cannot
+        strengthen the constraint's pull and the constraint stalls (the
+        clipping bias of the RaCO-DP paper, §5.7).
     batch_size : int or "auto", default="auto"
         Expected Poisson batch size. ``"auto"`` uses
         ``min(n_samples // 4, max(64, round(6 * sqrt(n_samples))))``: about
         1000 for 30,000 records.
-    max_epochs : float, default=5
+    max_epochs : float, default=10
         Training length in expected passes over the data.
     max_steps : int or None, default=None
         Overrides ``max_epochs``.
-    learning_rate : float, default=1.0
+    learning_rate : float, default=0.2
         Primal step size (on the noisy mean gradient).
     optimizer : {"sgd", "adam"}, default="sgd"
-    momentum : float, default=0.9
-        Momentum of the primal ``"sgd"`` optimizer.
+    momentum : float, default=0.5
+        Momentum of the primal ``"sgd"`` optimizer. Heavier momentum makes
+        descent-ascent overshoot the constraint boundary.
     noise_multiplier : float or None, default=None
         Gradient noise multiplier. ``None`` calibrates all noise scales for the
         requested steps; a number fixes it (and the histogram noise follows
@@ -99,9 +104,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         Share of each step's privacy (in Gaussian-DP ``mu^2``) spent on the
         histogram when scales are derived. 1 % more goes to the clipped-record
         count; the rest to the gradient.
-    temperature : float, default=1.0
+    temperature : float, default=2.0
         Temperature tau of the soft rates ``softmax(tau * logits)``.
-    dual_learning_rate : float, default=0.5
+    dual_learning_rate : float, default=0.3
         Step size of the multipliers' projected ascent.
     dual_bound : float or None, default=None
         Upper bound of each multiplier (box ``[0, dual_bound]``); None keeps
@@ -112,6 +117,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         probabilities. The primal gradient always uses soft rates.
     min_denominator : float, default=1.0
         Floor of the noisy local-set sizes dividing histogram counts.
+    dual_optimism : float, default=0.0
+        Weight of the optimistic term ``g_t - g_{t-1}`` added to the
+        multipliers' ascent direction; positive values damp cycling.
     averaging : float, default=0.5
         Return the average of the model parameters over this fraction of the
         final steps (0 returns the last iterate). Averaging is post-processing
@@ -191,6 +199,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "dual_rates": [StrOptions({"hard", "soft"})],
         "min_denominator": [Interval(Real, 0, None, closed="neither")],
         "averaging": [Interval(Real, 0, 1, closed="both")],
+        "dual_optimism": [Interval(Real, 0, None, closed="left")],
     }
 
     def __init__(
@@ -200,23 +209,24 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         tolerance=0.05,
         epsilon=1.0,
         delta=1e-5,
-        max_grad_norm=1.0,
+        max_grad_norm=10.0,
         batch_size="auto",
-        max_epochs=5,
+        max_epochs=10,
         max_steps=None,
-        learning_rate=1.0,
+        learning_rate=0.2,
         optimizer="sgd",
-        momentum=0.9,
+        momentum=0.5,
         noise_multiplier=None,
         histogram_noise="gaussian",
         histogram_noise_scale=None,
         histogram_noise_share=0.1,
-        temperature=1.0,
-        dual_learning_rate=0.5,
+        temperature=2.0,
+        dual_learning_rate=0.3,
         dual_bound=None,
         dual_rates="hard",
         min_denominator=1.0,
         averaging=0.5,
+        dual_optimism=0.0,
         accountant="pld",
         neighboring="add_remove",
         hidden_layer_sizes=(),
@@ -247,6 +257,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.dual_rates = dual_rates
         self.min_denominator = min_denominator
         self.averaging = averaging
+        self.dual_optimism = dual_optimism
         self.accountant = accountant
         self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -312,7 +323,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         atom_cell = np.asarray(self.constraints_.atom_cell)
         n_cells = self.constraints_.n_cells
         cells = atom_cell[y_codes, group_codes]
-        cells = np.where(cells < 0, n_cells, cells)  # spare cell for unused records
+        cells = np.where(cells < 0, n_cells, cells)  # spare cell for records no constraint uses
         cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
         backend = self._make_backend(X_t, n_classes, seed)
         start = time.perf_counter()
@@ -323,7 +334,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             dual_bound=self.dual_bound, dual_rates=self.dual_rates,
             min_denominator=self.min_denominator, optimizer=self.optimizer,
             learning_rate=self.learning_rate, momentum=self.momentum,
-            generator=generator, averaging=self.averaging, verbose=self.verbose,
+            generator=generator, averaging=self.averaging, dual_optimism=self.dual_optimism,
+            verbose=self.verbose,
         )
         self._store_backend(backend)
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)

@@ -31,6 +31,7 @@ __all__ = [
     "cell_histogram",
     "cell_weights",
     "constraint_values",
+    "dual_quantities",
     "evaluate_constraints",
     "evaluate_hard_constraints",
     "local_set_sizes",
@@ -442,3 +443,29 @@ def evaluate_hard_constraints(constraints, y_true, y_pred, groups, *, zero_divis
             "probabilities."
         )
     return evaluate_constraints(constraints, y_true, y_pred, groups, zero_division=zero_division)
+
+
+def dual_quantities(histogram, lambdas, tensors, min_denominator=1.0):
+    """Constraint values, per-cell weights and local-set sizes in one pass.
+
+    The fused form of :func:`constraint_values`, :func:`cell_weights` and
+    :func:`local_set_sizes` for the training loop: no validation, the sizes
+    computed once, and the coefficient tensor used as a (J, M*K) matrix.
+
+    Returns
+    -------
+    values : torch.Tensor of shape (n_constraints,)
+        ``Gamma_j`` (tolerance not subtracted).
+    weights : torch.Tensor of shape (n_cells, n_classes)
+        ``W = S^T diag(1/n) sum_j lambda_j A[j]``.
+    sizes : torch.Tensor of shape (n_local_sets,)
+        Floored local-set sizes ``n``.
+    """
+    n_sets, n_classes = tensors.membership.shape[0], histogram.shape[1]
+    coefficients = tensors.coefficients.reshape(tensors.coefficients.shape[0], n_sets * n_classes)
+    sums = tensors.membership @ histogram
+    sizes = sums.sum(1).clamp_min_(min_denominator)
+    inverse = sizes.reciprocal()[:, None]
+    values = coefficients @ (sums * inverse).reshape(-1)
+    mixed = (lambdas @ coefficients).reshape(n_sets, n_classes) * inverse
+    return values, tensors.membership.T @ mixed, sizes

@@ -27,6 +27,7 @@ def train_dpsgd(
         ``"batch_size"``: realised batch sizes (likewise non-private).
     """
     n = onehot.shape[0]
+    onehot_t = onehot.T.contiguous()
     expected_batch = sampling_rate * n
     private = noise_multiplier is not None
     clip = max_grad_norm
@@ -40,9 +41,9 @@ def train_dpsgd(
     sampler = PoissonSampler(n, sampling_rate, generator)
     for step, idx in enumerate(sampler.batches(n_steps)):
         batch, logits = backend.forward(idx)
-        targets = (onehot.index_select(0, idx),)
+        targets = (onehot_t.index_select(1, idx),)
         sums, sq_norms = backend.clipped_grad_sum(idx, batch, logits, head, targets, clip)
-        noisy_update(opt, backend.parameters, sums, noise_std, expected_batch, generator)
+        noisy_update(opt, sums, noise_std, expected_batch, generator)
         if verbose:
             clipped[step] = (sq_norms > clip**2).float().mean() if idx.numel() else 0.0
             sizes[step] = idx.numel()
@@ -51,6 +52,4 @@ def train_dpsgd(
                     f"[DP-SGD] step {step + 1}/{n_steps}  "
                     f"elapsed {time.perf_counter() - start:.2f}s"
                 )
-    for p in backend.parameters:
-        p.grad = None
     return {"clipped_fraction": clipped, "batch_size": sizes}

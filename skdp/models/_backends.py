@@ -30,13 +30,16 @@ class LinearBackend:
         self.parameters = [self.weights]
 
     def forward(self, idx):
-        """Return ``(batch, logits)`` for the rows ``idx``."""
+        """Return ``(batch, logits_t)`` for the rows ``idx``; logits class-major."""
         batch = self._rows.index_select(0, idx)
-        return batch, batch[:, : self._width] @ self.weights.T
+        return batch, self.weights @ batch[:, : self._width].T
 
-    def clipped_grad_sum(self, idx, batch, logits, head, targets, max_norm):
-        """Clipped per-sample gradient sum (list aligned with ``parameters``)."""
-        out_grad = head.output_grad(logits, *targets)
+    def clipped_grad_sum(self, idx, batch, logits_t, head, targets_t, max_norm):
+        """Clipped per-sample gradient sum (list aligned with ``parameters``).
+
+        ``targets_t`` are class-major per-sample tensors (n_classes, batch).
+        """
+        out_grad = head.output_grad(logits_t, *targets_t)
         total, sq_norms = clipped_linear_sum(
             batch[:, : self._width], out_grad, max_norm, input_sq_norms=batch[:, -1]
         )
@@ -61,11 +64,11 @@ class ModuleBackend:
     def forward(self, idx):
         batch = self.inputs.index_select(0, idx)
         with torch.no_grad():
-            return batch, self.module(batch)
+            return batch, self.module(batch).T.contiguous()
 
-    def clipped_grad_sum(self, idx, batch, logits, head, targets, max_norm):
+    def clipped_grad_sum(self, idx, batch, logits_t, head, targets_t, max_norm):
         sums, sq_norms = clipped_module_sum(
-            self.module, head.loss, batch, *targets, max_norm=max_norm
+            self.module, head.loss, batch, *(t.T for t in targets_t), max_norm=max_norm
         )
         return [sums[name] for name in self._names], sq_norms
 

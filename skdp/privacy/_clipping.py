@@ -3,10 +3,12 @@
 Two paths give the same result on a linear model:
 
 * :func:`clipped_linear_sum` for linear and softmax models: the per-sample
-  gradient of a loss of the logits ``h = x_aug @ theta.T`` is the outer product
+  gradient of a loss of the logits ``h = theta @ x_aug`` is the outer product
   ``e ⊗ x_aug`` of the output gradient ``e = dloss/dh`` with the (bias-
   augmented) input, so its norm is ``|e| |x_aug|`` and the clipped sum is one
-  matrix product; per-sample gradients are never formed.
+  matrix product; per-sample gradients are never formed. Output gradients are
+  passed class-major, shape (n_outputs, batch): with few classes, reductions
+  over the class axis are an order of magnitude faster in that layout.
 * :func:`clipped_module_sum` for any ``torch.nn.Module``: per-sample gradients
   from ``torch.func.vmap(grad(...))``.
 
@@ -32,8 +34,9 @@ def clipped_linear_sum(inputs, output_grads, max_norm, *, input_sq_norms=None):
     ----------
     inputs : torch.Tensor of shape (batch, n_inputs)
         Batch rows, with a trailing column of ones when the model has a bias.
-    output_grads : torch.Tensor of shape (batch, n_outputs)
-        Per-sample gradient of the loss with respect to the model outputs.
+    output_grads : torch.Tensor of shape (n_outputs, batch)
+        Per-sample gradients of the loss with respect to the model outputs,
+        one column per sample (class-major).
     max_norm : float
         Clipping bound C on the l2 norm of each per-sample gradient.
     input_sq_norms : torch.Tensor of shape (batch,), optional
@@ -42,7 +45,7 @@ def clipped_linear_sum(inputs, output_grads, max_norm, *, input_sq_norms=None):
     Returns
     -------
     grad_sum : torch.Tensor of shape (n_outputs, n_inputs)
-        ``sum_i min(1, C / |g_i|) g_i`` with ``g_i = output_grads[i] ⊗ inputs[i]``.
+        ``sum_i min(1, C / |g_i|) g_i`` with ``g_i = output_grads[:, i] ⊗ inputs[i]``.
     squared_norms : torch.Tensor of shape (batch,)
         Squared norms of the unclipped per-sample gradients.
 
@@ -51,16 +54,16 @@ def clipped_linear_sum(inputs, output_grads, max_norm, *, input_sq_norms=None):
     >>> import torch
     >>> from skdp.privacy import clipped_linear_sum
     >>> x = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
-    >>> e = torch.tensor([[1.0], [1.0]])
+    >>> e = torch.tensor([[1.0, 1.0]])
     >>> total, sq = clipped_linear_sum(x, e, max_norm=1.0)
     >>> total  # first row clipped from norm 5 to 1, second kept (norm 0.5)
     tensor([[0.9000, 1.2000]])
     """
     if input_sq_norms is None:
         input_sq_norms = inputs.square().sum(1)
-    squared_norms = output_grads.square().sum(1) * input_sq_norms
+    squared_norms = output_grads.square().sum(0) * input_sq_norms
     factors = clip_factors(squared_norms, max_norm)
-    grad_sum = (output_grads * factors[:, None]).T @ inputs
+    grad_sum = (output_grads * factors) @ inputs
     return grad_sum, squared_norms
 
 
