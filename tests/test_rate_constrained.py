@@ -152,6 +152,16 @@ def test_privacy_report(biased, histogram_noise):
     assert fresh.compose(clf.dp_event_).get_epsilon(clf.delta_) == clf.epsilon_
     joint = clf.dp_event_.event.event.noise_multiplier
     assert joint == pytest.approx(clf.joint_noise_multiplier_)
+    # the noise actually released dominates the accounted joint mechanism
+    from skdp.privacy import joint_noise_multiplier
+
+    if histogram_noise == "gaussian":
+        released = joint_noise_multiplier(
+            (clf.noise_multiplier_, clf.histogram_noise_scale_, clf.clip_count_noise_))
+    else:
+        released = joint_noise_multiplier(
+            (clf.noise_multiplier_, clf.clip_count_noise_), (1.0 / clf.histogram_noise_scale_,))
+    assert released >= joint
     assert joint < clf.noise_multiplier_  # the joint release costs more than the gradient
     assert clf.history_["lambda"].shape == (clf.n_steps_, len(clf.constraint_names_))
     assert np.all(clf.history_["lambda"] >= 0)

@@ -382,6 +382,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
 
     def _calibrate(self, sampling_rate, steps):
         """Noise scales and step count that fit the budget."""
+        self._accounted_joint = None
         if self.epsilon is None:
             return RacoNoise(histogram_mechanism=self.histogram_noise), steps
         if self.noise_multiplier is None:
@@ -389,7 +390,14 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 self.epsilon, self.delta, sampling_rate, steps,
                 accountant=self.accountant, neighboring=self.neighboring,
             )
-            gradient, histogram, count = self._noise_from_joint(joint)
+            # the released noise is inflated by 1e-9 (relative) so that it
+            # always dominates the accounted joint multiplier despite rounding
+            gradient, histogram, count = (
+                v * (1 + 1e-9) for v in self._noise_from_joint(joint)
+            )
+            if self.histogram_noise == "gaussian" and self.histogram_noise_scale is None:
+                self._accounted_joint = joint
+                return RacoNoise(gradient, histogram, self.histogram_noise, count), steps
             if self.histogram_noise_scale is not None:
                 histogram = float(self.histogram_noise_scale)
             noise = RacoNoise(gradient, histogram, self.histogram_noise, count)
@@ -441,7 +449,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             self.dp_event_ = None
             self.epsilon_ = np.inf
             return
-        step_event, joint = self._step_event(noise, sampling_rate)
+        if self._accounted_joint is not None:
+            # calibrated joint multiplier; the released noise dominates it
+            joint = self._accounted_joint
+            step_event = poisson_gaussian_step(joint, sampling_rate, neighboring=self.neighboring)
+            joint = joint / sensitivity_factor(self.neighboring)
+        else:
+            step_event, joint = self._step_event(noise, sampling_rate)
         self.joint_noise_multiplier_ = joint
         self.dp_event_ = dpa.SelfComposedDpEvent(step_event, steps)
         self.epsilon_ = compute_epsilon(self.dp_event_, self.delta, self.accountant)
