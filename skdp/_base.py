@@ -19,19 +19,9 @@ from sklearn.utils.extmath import softmax
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._groups import encode_groups
+from ._groups import _is_dataframe, encode_groups, select_columns
 from .models import make_backend, make_mlp
 from .privacy import ACCOUNTANTS, NEIGHBORING
-
-
-def _is_dataframe(X):
-    return hasattr(X, "columns") and hasattr(X, "iloc")
-
-
-def _as_column_list(columns):
-    if isinstance(columns, (str, Integral)):
-        return [columns]
-    return list(columns)
 
 
 def split_sensitive_columns(X, sensitive_columns):
@@ -39,44 +29,30 @@ def split_sensitive_columns(X, sensitive_columns):
 
     Returns ``(X_without, sensitive)`` where ``sensitive`` is None when
     ``sensitive_columns`` is None. Columns are names of a DataFrame's columns
-    or integer positions in an array.
+    or integer positions (see :func:`skdp._groups.select_columns`).
     """
     if sensitive_columns is None:
         return X, None
-    columns = _as_column_list(sensitive_columns)
-    if not columns:
-        raise ValueError("sensitive_columns is empty; pass None or at least one column.")
+    columns = (
+        [sensitive_columns] if isinstance(sensitive_columns, (str, Integral)) else list(sensitive_columns)
+    )
+    if _is_dataframe(X) and columns and all(isinstance(c, str) for c in columns):
+        missing = [c for c in columns if c not in X.columns]
+        if missing:
+            raise ValueError(
+                f"sensitive_columns {missing} are not columns of X; X has columns "
+                f"{list(X.columns)[:20]}. In a Pipeline, make the preprocessing pass "
+                "these columns through (e.g. ColumnTransformer(..., remainder="
+                "'passthrough', verbose_feature_names_out=False).set_output("
+                "transform='pandas'))."
+            )
+    sensitive = select_columns(X, columns, name="sensitive_columns")
     if _is_dataframe(X):
-        if all(isinstance(c, str) for c in columns):
-            missing = [c for c in columns if c not in X.columns]
-            if missing:
-                raise ValueError(
-                    f"sensitive_columns {missing} are not columns of X; X has columns "
-                    f"{list(X.columns)[:20]}. In a Pipeline, make the preprocessing pass "
-                    "these columns through (e.g. ColumnTransformer(..., remainder="
-                    "'passthrough', verbose_feature_names_out=False).set_output("
-                    "transform='pandas'))."
-                )
-            return X.drop(columns=columns), X[columns].to_numpy()
-        positions = columns
-        X = X.to_numpy()
-    else:
-        positions = columns
-    if not all(isinstance(c, Integral) for c in positions):
-        raise ValueError(
-            "sensitive_columns must be column names when X is a pandas DataFrame and "
-            f"integer column positions otherwise; got {sensitive_columns!r} for X of type "
-            f"{type(X).__name__}."
-        )
-    X = np.asarray(X, dtype=object) if not hasattr(X, "shape") else X
-    if X.ndim != 2:
-        raise ValueError("X must be 2-dimensional to take sensitive_columns out of it.")
-    n_columns = X.shape[1]
-    bad = [c for c in positions if not -n_columns <= c < n_columns]
-    if bad:
-        raise ValueError(f"sensitive_columns {bad} are out of range for X with {n_columns} columns.")
-    keep = np.setdiff1d(np.arange(n_columns), np.mod(positions, n_columns))
-    return X[:, keep], X[:, positions]
+        labels = columns if isinstance(columns[0], str) else list(X.columns[columns])
+        return X.drop(columns=labels), sensitive
+    X = np.asarray(X) if not hasattr(X, "shape") else X
+    keep = np.setdiff1d(np.arange(X.shape[1]), np.mod(columns, X.shape[1]))
+    return X[:, keep], sensitive
 
 
 class BaseDPClassifier(ClassifierMixin, BaseEstimator):

@@ -181,3 +181,17 @@ def test_sensitive_columns_are_dropped(data):
     assert clf.n_features_in_ == X.shape[1]
     assert list(clf.groups_) == ["a", "b"]
     assert clf.predict(frame).shape == (3000,)
+
+
+def test_sensitive_columns_by_position(data):
+    X, y = data
+    groups = (X[:, 0] > 0).astype(float)
+    with_group = np.column_stack([X, groups])
+    clf = DPSGDClassifier(batch_size=128, max_epochs=1, sensitive_columns=-1,
+                          random_state=0).fit(with_group, y)
+    ref = DPSGDClassifier(batch_size=128, max_epochs=1, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(clf.coef_, ref.coef_)
+    assert list(clf.groups_) == [0.0, 1.0]
+    np.testing.assert_array_equal(clf.predict(with_group), ref.predict(X))
+    with pytest.raises(ValueError, match="sensitive_columns"):
+        DPSGDClassifier(sensitive_columns="group").fit(X, y)
