@@ -1,5 +1,7 @@
 """Sphinx configuration for the skdp documentation."""
 
+import re
+
 import skdp
 
 project = "skdp"
@@ -15,15 +17,42 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
 ]
+
+# API pages: autosummary generates one page per object into docs/generated/
+# (git-ignored) from the templates in docs/_templates/autosummary/.
 autosummary_generate = True
-autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_default_options = {"members": True}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
-templates_path = []
-exclude_patterns = ["_build", "generated/*.rst~"]
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "_templates", "generated/*.rst~"]
+
 html_theme = "alabaster"
 html_static_path = []
+
+# The build must work offline (CI has no network), so no intersphinx
+# inventories are fetched; cross-references to scikit-learn, numpy or torch
+# objects render as plain code.
 intersphinx_mapping = {}
 nitpicky = False
 suppress_warnings = ["autosummary.import_cycle"]
+
+# Methods that skdp estimators inherit from scikit-learn (score, get_params,
+# set_fit_request, ...) keep scikit-learn's docstrings, which point to labels
+# and glossary terms of scikit-learn's own documentation (":ref:`User Guide
+# <metadata_routing>`", ":term:`meta-estimator`"). Those targets do not exist
+# here and, without intersphinx, cannot be resolved; render them as text.
+_SKLEARN_XREF = re.compile(r":(?:ref|term):`(?:([^`<]*?)\s*<[^`>]*>|([^`]*))`")
+
+
+def _sklearn_xrefs_as_text(app, what, name, obj, options, lines):
+    module = getattr(obj, "__module__", None) or ""
+    if not module.startswith("sklearn"):
+        return
+    for i, line in enumerate(lines):
+        lines[i] = _SKLEARN_XREF.sub(lambda m: m.group(1) or m.group(2), line)
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _sklearn_xrefs_as_text)

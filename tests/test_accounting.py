@@ -134,3 +134,9 @@ def test_joint_gaussian_releases_compose_like_one_gaussian():
     single = pld.PLDAccountant(value_discretization_interval=1e-4).compose(
         dpa.GaussianDpEvent(joint)).get_epsilon(1e-5)
     assert single == pytest.approx(direct, rel=2e-3)
+
+
+def test_compute_epsilon_of_composed_event():
+    a, b = poisson_gaussian_event(2.0, 0.01, 50), poisson_gaussian_event(3.0, 0.02, 80)
+    composed = dpa.ComposedDpEvent([a, b])
+    assert compute_epsilon(composed, 1e-5) == _direct(composed, 1e-5)

@@ -245,3 +245,61 @@ def test_unseen_group_in_constraint_values(biased):
     other = np.where(np.arange(len(group)) < 10, 99, group)
     with pytest.warns(UserWarning, match="unseen"):
         clf.constraint_values(X, y, sensitive_features=other)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 30),
+    n_classes=st.integers(2, 4),
+    n_cells=st.integers(1, 5),
+    rates=st.sampled_from(["hard", "soft"]),
+    temperature=st.floats(0.1, 10.0),
+    seed=st.integers(0, 10_000),
+)
+def test_batch_histogram_l1_sensitivity(n, n_classes, n_cells, rates, temperature, seed):
+    """The trainer's histogram moves by at most 1 in l1 when one record leaves."""
+    from skdp.fairness._raco import batch_histogram
+
+    gen = torch.Generator().manual_seed(seed)
+    logits_t = torch.randn(n_classes, n, generator=gen, dtype=torch.float64) * 5
+    if seed % 3 == 0:
+        logits_t[:, 0] = 0.0  # ties must still give one-hot rows
+    cells = torch.randint(0, n_cells + 1, (n,), generator=gen)
+    cells_t = torch.nn.functional.one_hot(cells, n_cells + 1).T.double()
+    full = batch_histogram(logits_t, cells_t, rates, temperature)
+    for drop in {0, n - 1}:
+        keep = [i for i in range(n) if i != drop]
+        part = batch_histogram(logits_t[:, keep], cells_t[:, keep], rates, temperature)
+        assert (full - part).abs().sum() <= 1 + 1e-9
+    assert full.sum() == pytest.approx(n)
+
+
+def test_fused_dual_step_matches_reference_functions():
+    from skdp.fairness._rates import cell_weights, constraint_values, dual_quantities
+
+    compiled = make_constraints("equalized_odds", 0.05, n_classes=3, n_groups=3)
+    t = compiled.to_torch(device="cpu", dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    hist = torch.rand(compiled.n_cells, 3, generator=gen, dtype=torch.float64) * 40 - 2
+    lam = torch.rand(compiled.n_constraints, generator=gen, dtype=torch.float64)
+    values, weights, _ = dual_quantities(hist, lam, t, 1.0)
+    torch.testing.assert_close(values, constraint_values(hist, t, 1.0))
+    torch.testing.assert_close(weights, cell_weights(hist, lam, t, 1.0))
+
+
+def test_small_group_warning():
+    X, y, group = make_fair_classification(
+        n_samples=3000, group_weights=[0.98, 0.02], random_state=0
+    )
+    with pytest.warns(UserWarning, match="too few for histogram noise"):
+        DPRateConstrainedClassifier(epsilon=0.3, batch_size=100, max_epochs=2, random_state=0).fit(
+            X, y, sensitive_features=group
+        )
+
+
+def test_heavy_clipping_warning(biased):
+    X, y, group = biased
+    with pytest.warns(UserWarning, match="Raise max_grad_norm"):
+        DPRateConstrainedClassifier(
+            tolerance=0.0, max_grad_norm=0.01, epsilon=2.0, max_epochs=3, random_state=0
+        ).fit(X, y, sensitive_features=group)

@@ -76,6 +76,23 @@ class RacoNoise:
         return self.gradient is not None
 
 
+def batch_histogram(logits_t, cells_t, dual_rates, temperature):
+    """Histogram of predictions per cell for one batch, shape (n_cells + 1, K).
+
+    ``cells_t`` is the class-major one-hot cell matrix (n_cells + 1, batch).
+    Each record adds one row on the simplex -- its one-hot prediction
+    (``"hard"``) or its tempered softmax (``"soft"``) -- to exactly one cell,
+    so adding or removing a record moves the histogram by at most 1 in l1.
+    """
+    if dual_rates == "hard":
+        # exactly one 1 per record (max(0) is much faster than argmax(0) here)
+        top = logits_t.max(0).indices.unsqueeze(0)
+        rows_t = torch.zeros_like(logits_t).scatter_(0, top, 1.0)
+    else:
+        rows_t = torch.softmax(temperature * logits_t, dim=0)
+    return cells_t @ rows_t.T
+
+
 def _add_histogram_noise(hist, noise, generator):
     if not noise.private:
         return hist
@@ -140,13 +157,9 @@ def train_raco(
         batch, logits_t = backend.forward(idx)
         picked = columns.index_select(1, idx)
         onehot_t, cells_t = picked[:n_classes], picked[n_classes:]
-        if dual_rates == "hard":
-            # exactly one 1 per record (max(0) is much faster than argmax(0) here)
-            top = logits_t.max(0).indices.unsqueeze(0)
-            rows_t = torch.zeros_like(logits_t).scatter_(0, top, 1.0)
-        else:
-            rows_t = torch.softmax(temperature * logits_t, dim=0)
-        hist = _add_histogram_noise(cells_t @ rows_t.T, noise, generator)
+        hist = _add_histogram_noise(
+            batch_histogram(logits_t, cells_t, dual_rates, temperature), noise, generator
+        )
         values, weights, sizes = dual_quantities(hist[:n_cells], lam, constraints, min_denominator)
         values -= tolerance
         weights_t = weights.T @ cells_t[:n_cells]

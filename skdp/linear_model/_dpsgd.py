@@ -103,7 +103,7 @@ class DPSGDClassifier(BaseDPClassifier):
     fit_time_ : dict
         Seconds spent in ``"calibration"`` and ``"training"``.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     See Also
     --------

@@ -153,7 +153,10 @@ def compute_epsilon(event, delta, accountant="pld"):
         isinstance(event, dpa.SelfComposedDpEvent) and event.count == 0
     ):
         return 0.0
-    return _epsilon_cached(event, float(delta), accountant)
+    try:
+        return _epsilon_cached(event, float(delta), accountant)
+    except TypeError:  # events holding lists (ComposedDpEvent) are unhashable
+        return float(make_accountant(accountant).compose(event).get_epsilon(delta))
 
 
 def _gdp_epsilon(sigma, delta, sampling_rate, steps):
