@@ -2,11 +2,16 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp import DPSGDClassifier
+from skdp import DPRateConstrainedClassifier, DPSGDClassifier
 
 ESTIMATORS = [
     DPSGDClassifier(batch_size=8, max_epochs=20, random_state=0),
     DPSGDClassifier(batch_size=8, max_epochs=5, hidden_layer_sizes=(4,), random_state=0),
+    DPRateConstrainedClassifier(batch_size=8, max_epochs=20, random_state=0),
+    DPRateConstrainedClassifier(
+        constraint="false_negative_rate", tolerance=0.3, batch_size=8, max_epochs=5,
+        hidden_layer_sizes=(4,), random_state=0,
+    ),
 ]
 
 
