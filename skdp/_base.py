@@ -6,6 +6,7 @@ tensors, calls one trainer and stores numpy state plus the privacy report.
 """
 
 import warnings
+from contextlib import contextmanager
 from numbers import Integral, Real
 
 import numpy as np
@@ -177,6 +178,24 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         module = self._build_module(X_t.shape[1], n_outputs, seed)
         self._is_linear = module is None
         return make_backend(X_t, n_outputs, module)
+
+    @contextmanager
+    def _training_threads(self, device):
+        """Train linear models on CPU with one torch thread, restored after.
+
+        Their per-step tensors are tiny, so intra-op threads bring nothing on
+        an idle machine (measured on Adult) and stall every op when the cores
+        are shared (e.g. GridSearchCV with n_jobs, or other processes).
+        """
+        if not (self._is_linear and device.type == "cpu"):
+            yield
+            return
+        previous = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
 
     def _store_backend(self, backend):
         """Keep fitted parameters as numpy arrays (picklable, clone-safe)."""

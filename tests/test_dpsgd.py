@@ -195,3 +195,10 @@ def test_sensitive_columns_by_position(data):
     np.testing.assert_array_equal(clf.predict(with_group), ref.predict(X))
     with pytest.raises(ValueError, match="sensitive_columns"):
         DPSGDClassifier(sensitive_columns="group").fit(X, y)
+
+
+def test_torch_thread_setting_restored(data):
+    X, y = data
+    before = torch.get_num_threads()
+    DPSGDClassifier(batch_size=128, max_epochs=1, random_state=0).fit(X, y)
+    assert torch.get_num_threads() == before

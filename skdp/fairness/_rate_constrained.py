@@ -341,16 +341,17 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
         backend = self._make_backend(X_t, n_classes, seed)
         start = time.perf_counter()
-        history = train_raco(
-            backend, onehot, cells_t, self.constraints_.to_torch(device=device, dtype=X_t.dtype),
-            n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm, noise=noise,
-            temperature=self.temperature, dual_learning_rate=self.dual_learning_rate,
-            dual_bound=self.dual_bound, dual_rates=self.dual_rates,
-            min_denominator=self.min_denominator, optimizer=self.optimizer,
-            learning_rate=self.learning_rate, momentum=self.momentum,
-            generator=generator, averaging=self.averaging, dual_optimism=self.dual_optimism,
-            verbose=self.verbose,
-        )
+        with self._training_threads(device):
+            history = train_raco(
+                backend, onehot, cells_t, self.constraints_.to_torch(device=device, dtype=X_t.dtype),
+                n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm, noise=noise,
+                temperature=self.temperature, dual_learning_rate=self.dual_learning_rate,
+                dual_bound=self.dual_bound, dual_rates=self.dual_rates,
+                min_denominator=self.min_denominator, optimizer=self.optimizer,
+                learning_rate=self.learning_rate, momentum=self.momentum,
+                generator=generator, averaging=self.averaging, dual_optimism=self.dual_optimism,
+                verbose=self.verbose,
+            )
         self._store_backend(backend)
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}

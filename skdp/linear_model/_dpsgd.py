@@ -197,12 +197,13 @@ class DPSGDClassifier(BaseDPClassifier):
         ).to(X_t.dtype)
         backend = self._make_backend(X_t, len(self.classes_), seed)
         start = time.perf_counter()
-        train_dpsgd(
-            backend, onehot, n_steps=steps, sampling_rate=q,
-            max_grad_norm=self.max_grad_norm, noise_multiplier=sigma,
-            optimizer=self.optimizer, learning_rate=self.learning_rate,
-            momentum=self.momentum, generator=generator, verbose=self.verbose,
-        )
+        with self._training_threads(device):
+            train_dpsgd(
+                backend, onehot, n_steps=steps, sampling_rate=q,
+                max_grad_norm=self.max_grad_norm, noise_multiplier=sigma,
+                optimizer=self.optimizer, learning_rate=self.learning_rate,
+                momentum=self.momentum, generator=generator, verbose=self.verbose,
+            )
         self._store_backend(backend)
         self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
         self.n_steps_ = steps
