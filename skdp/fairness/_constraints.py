@@ -139,7 +139,7 @@ class Subset:
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import Subset
+    >>> from skdp.fairness import Subset
     >>> rest = Subset(labels=1, exclude_groups=0)  # D[Y=1, Z!=0]
     >>> rest
     Subset(labels=(1,), exclude_groups=(0,))
@@ -301,7 +301,7 @@ class RateConstraint:
     Bound the gap between the true-positive rates of groups 0 and 1 from
     above:
 
-    >>> from skdp.fairness._constraints import RateConstraint, Subset, make_constraints
+    >>> from skdp.fairness import RateConstraint, Subset, make_constraints
     >>> tpr_gap = RateConstraint(
     ...     [(Subset(labels=1, groups=0), 1, 1.0), (Subset(labels=1, groups=1), 1, -1.0)],
     ...     tolerance=0.05,
@@ -513,7 +513,7 @@ class DemographicParity(_Builder):
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import DemographicParity, make_constraints
+    >>> from skdp.fairness import DemographicParity, make_constraints
     >>> DemographicParity(0.1)
     DemographicParity(tolerance=0.1, variant='one_vs_rest')
     >>> compiled = make_constraints(DemographicParity(0.1), None, n_classes=2, n_groups=9)
@@ -570,7 +570,7 @@ class EqualizedOdds(_Builder):
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import EqualizedOdds, make_constraints
+    >>> from skdp.fairness import EqualizedOdds, make_constraints
     >>> compiled = make_constraints(EqualizedOdds(0.1), None, n_classes=2, n_groups=2)
     >>> compiled.n_constraints, compiled.n_cells
     (8, 4)
@@ -631,7 +631,7 @@ class EqualOpportunity(_Builder):
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import EqualOpportunity, make_constraints
+    >>> from skdp.fairness import EqualOpportunity, make_constraints
     >>> compiled = make_constraints(EqualOpportunity(0.05), None, n_classes=2, n_groups=2)
     >>> compiled.names
     ('EqOpp[group=0, class=1]', 'EqOpp[group=1, class=1]')
@@ -692,7 +692,7 @@ class FalseNegativeRate(_Builder):
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import FalseNegativeRate, make_constraints
+    >>> from skdp.fairness import FalseNegativeRate, make_constraints
     >>> compiled = make_constraints(FalseNegativeRate(0.2), None, n_classes=2, n_groups=2)
     >>> compiled.names, compiled.n_cells
     (('FNR[class=1]',), 1)
@@ -746,7 +746,7 @@ class FalsePositiveRate(_Builder):
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import FalsePositiveRate, make_constraints
+    >>> from skdp.fairness import FalsePositiveRate, make_constraints
     >>> compiled = make_constraints(FalsePositiveRate(0.1, groups="all"), None, 2, 2)
     >>> compiled.names
     ('FPR[group=0, class=1]', 'FPR[group=1, class=1]')
@@ -800,7 +800,7 @@ class PositiveRateBound(_Builder):
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import PositiveRateBound, make_constraints
+    >>> from skdp.fairness import PositiveRateBound, make_constraints
     >>> compiled = make_constraints(PositiveRateBound(lower=0.3, upper=0.8), None, 2, 2)
     >>> compiled.names
     ('PositiveRate[class=1] <= 0.8', 'PositiveRate[class=1] >= 0.3')
@@ -870,7 +870,7 @@ class PositiveRateBound(_Builder):
 # ---------------------------------------------------------------- compilation
 @dataclass(frozen=True, eq=False, repr=False)
 class CompiledConstraints:
-    """A constraint set compiled to arrays (spec §1.4, tensor encoding).
+    """A constraint set compiled to arrays (RaCO-DP, Eq. 6, tensor encoding).
 
     Built by :func:`make_constraints`. All arrays are read-only numpy arrays.
 
@@ -898,7 +898,7 @@ class CompiledConstraints:
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import make_constraints
+    >>> from skdp.fairness import make_constraints
     >>> compiled = make_constraints("demographic_parity", 0.1, n_classes=2, n_groups=2)
     >>> compiled
     CompiledConstraints(n_constraints=4, n_local_sets=2, n_cells=2, n_classes=2, n_groups=2)
@@ -1128,7 +1128,7 @@ def make_constraints(constraint, tolerance, n_classes, n_groups, *, class_names=
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import FalseNegativeRate, make_constraints
+    >>> from skdp.fairness import FalseNegativeRate, make_constraints
     >>> compiled = make_constraints(
     ...     ["demographic_parity", FalseNegativeRate(0.3)], 0.05, n_classes=2, n_groups=2,
     ...     group_names=["f", "m"],

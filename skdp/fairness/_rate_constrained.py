@@ -117,11 +117,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         probabilities. The primal gradient always uses soft rates.
     min_denominator : float, default=1.0
         Floor of the noisy local-set sizes dividing histogram counts.
-    dual_optimism : float, default=3.0
+    dual_optimism : float, default=0.0
         Weight of the optimistic term ``g_t - g_{t-1}`` added to the
         multipliers' ascent direction (post-processing of the noisy constraint
-        values); positive values damp the cycling of descent-ascent around
-        the constraint boundary. 0 gives plain projected ascent.
+        values). Positive values (e.g. 3) damp the cycling of descent-ascent
+        around the constraint boundary when cells are large, but amplify the
+        histogram noise, which hurts constraints on small cells such as
+        equalized odds; 0 gives plain projected ascent.
     averaging : float, default=0.5
         Return the average of the model parameters over this fraction of the
         final steps (0 returns the last iterate). Averaging is post-processing
@@ -240,7 +242,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         dual_rates="hard",
         min_denominator=1.0,
         averaging=0.5,
-        dual_optimism=3.0,
+        dual_optimism=0.0,
         accountant="pld",
         neighboring="add_remove",
         hidden_layer_sizes=(),

@@ -179,7 +179,7 @@ def local_set_sizes(histogram, constraints, min_denominator=1.0):
     Examples
     --------
     >>> import torch
-    >>> from skdp.fairness._constraints import make_constraints
+    >>> from skdp.fairness import make_constraints
     >>> from skdp.fairness._rates import local_set_sizes
     >>> compiled = make_constraints("demographic_parity", 0.1, n_classes=2, n_groups=2)
     >>> local_set_sizes(torch.tensor([[3.0, 1.0], [-0.5, 0.2]]), compiled)
@@ -245,7 +245,7 @@ def constraint_values(
     group 1 at rate 3/4.
 
     >>> import torch
-    >>> from skdp.fairness._constraints import make_constraints
+    >>> from skdp.fairness import make_constraints
     >>> from skdp.fairness._rates import constraint_values
     >>> compiled = make_constraints("demographic_parity", 0.1, n_classes=2, n_groups=2)
     >>> compiled.names
@@ -301,7 +301,7 @@ def cell_weights(histogram, lambdas, constraints, min_denominator=1.0, *, denomi
     from the two constraints on class 1 that involve group 0.
 
     >>> import torch
-    >>> from skdp.fairness._constraints import make_constraints
+    >>> from skdp.fairness import make_constraints
     >>> from skdp.fairness._rates import cell_weights
     >>> compiled = make_constraints("demographic_parity", 0.1, n_classes=2, n_groups=2)
     >>> hist = torch.tensor([[3.0, 1.0], [1.0, 1.0]])
@@ -367,7 +367,7 @@ def evaluate_constraints(constraints, y_true, y_pred, groups, *, zero_division=0
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import make_constraints
+    >>> from skdp.fairness import make_constraints
     >>> from skdp.fairness._rates import evaluate_constraints
     >>> compiled = make_constraints("false_negative_rate", 0.2, n_classes=2, n_groups=1)
     >>> y_true = [1, 1, 1, 1, 0]
@@ -431,7 +431,7 @@ def evaluate_hard_constraints(constraints, y_true, y_pred, groups, *, zero_divis
 
     Examples
     --------
-    >>> from skdp.fairness._constraints import make_constraints
+    >>> from skdp.fairness import make_constraints
     >>> from skdp.fairness._rates import evaluate_hard_constraints
     >>> compiled = make_constraints("demographic_parity", 0.1, n_classes=2, n_groups=2)
     >>> evaluate_hard_constraints(compiled, [0, 1, 0, 1], [1, 0, 1, 1], [0, 0, 1, 1]).tolist()
