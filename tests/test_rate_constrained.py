@@ -303,3 +303,43 @@ def test_heavy_clipping_warning(biased):
         DPRateConstrainedClassifier(
             tolerance=0.0, max_grad_norm=0.01, epsilon=2.0, max_epochs=3, random_state=0
         ).fit(X, y, sensitive_features=group)
+
+
+def test_history_histogram_is_the_released_one(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=1, random_state=0)
+    clf.fit(X, y, sensitive_features=group)
+    hist = clf.history_["histogram"]
+    assert hist.shape == (clf.n_steps_, clf.constraints_.n_cells + 1, 2)
+    # every other history row is a function of the released histogram
+    np.testing.assert_allclose(hist.sum(axis=(1, 2)), clf.history_["batch_size"])
+    S = np.asarray(clf.constraints_.membership)
+    np.testing.assert_allclose(
+        clf.history_["denominators"], hist[:, :-1].sum(2) @ S.T, rtol=1e-5, atol=1e-3
+    )
+
+
+def test_soft_and_hard_constraint_values_and_flags(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(tolerance=0.05, epsilon=None, random_state=0)
+    clf.fit(X, y, sensitive_features=group)
+    hard = clf.constraint_values(X, y, sensitive_features=group)
+    soft = clf.constraint_values(X, y, sensitive_features=group, soft=True)
+    assert hard.shape == soft.shape == (4,)
+    assert not np.allclose(hard, soft)
+    # binary DP: the constraints come in +/- pairs
+    np.testing.assert_allclose(hard[0], -hard[1], atol=1e-12)
+    gap = demographic_parity_difference(y, clf.predict(X), sensitive_features=group)
+    assert np.max(np.abs(hard)) == pytest.approx(gap)
+    flags = clf.constraints_satisfied(X, y, sensitive_features=group)
+    np.testing.assert_array_equal(flags, hard <= 0.05)
+
+
+def test_clip_constraint_values_option(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        epsilon=0.2, clip_constraint_values=True, max_epochs=1, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    values = clf.history_["constraint_values"] + np.asarray(clf.constraints_.tolerance)
+    # a DP constraint is a difference of two clipped rates, so it lies in [-1, 1]
+    assert np.all(np.abs(values) <= 1 + 1e-6)

@@ -106,7 +106,7 @@ def train_raco(
     backend, onehot, cells, constraints, *, n_steps, sampling_rate, max_grad_norm, noise,
     temperature, dual_learning_rate, dual_bound, dual_rates, min_denominator,
     optimizer, learning_rate, momentum, generator, averaging=0.0, dual_optimism=0.0,
-    verbose=0,
+    clip_constraint_values=False, verbose=0,
 ):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
 
@@ -127,7 +127,9 @@ def train_raco(
     -------
     dict of tensors, one row per step: ``"lambda"`` (T, J), ``"constraint_values"``
     (T, J) noisy Γ - γ, ``"batch_size"`` (T,) noisy, ``"clipped_fraction"`` (T,)
-    noisy, ``"denominators"`` (T, M) noisy local-set sizes.
+    noisy, ``"denominators"`` (T, M) noisy local-set sizes, ``"histogram"``
+    (T, Q + 1, K) the noisy histogram released (last cell: records no
+    constraint uses).
     """
     n, n_classes = onehot.shape
     n_cells = constraints.membership.shape[1]
@@ -148,8 +150,12 @@ def train_raco(
     lam = torch.zeros(n_constraints, dtype=dtype, device=device)
     previous = torch.zeros(n_constraints, dtype=dtype, device=device)
     tolerance = constraints.tolerance
-    # one row per step: lambda, noisy values, noisy sizes, noisy batch, noisy clipped
-    record = torch.zeros((n_steps, 2 * n_constraints + n_sets + 2), dtype=dtype, device=device)
+    # one row per step: lambda, noisy values, noisy sizes, noisy batch, noisy
+    # clipped count, then the noisy histogram (n_cells + 1 cells x K)
+    n_hist = (n_cells + 1) * n_classes
+    record = torch.zeros(
+        (n_steps, 2 * n_constraints + n_sets + 2 + n_hist), dtype=dtype, device=device
+    )
     report_every = max(1, n_steps // 10)
     start = time.perf_counter()
     sampler = PoissonSampler(n, sampling_rate, generator)
@@ -160,7 +166,9 @@ def train_raco(
         hist = _add_histogram_noise(
             batch_histogram(logits_t, cells_t, dual_rates, temperature), noise, generator
         )
-        values, weights, sizes = dual_quantities(hist[:n_cells], lam, constraints, min_denominator)
+        values, weights, sizes = dual_quantities(
+            hist[:n_cells], lam, constraints, min_denominator, clip_constraint_values
+        )
         values -= tolerance
         weights_t = weights.T @ cells_t[:n_cells]
         sums, sq_norms = backend.clipped_grad_sum(
@@ -171,7 +179,7 @@ def train_raco(
             clipped += gaussian_noise(clipped, noise.clip_count, generator)
         noisy_update(opt, sums, grad_std, expected_batch, generator)
         average.update(step)
-        record[step] = torch.cat([lam, values, sizes, hist.sum().reshape(1), clipped])
+        record[step] = torch.cat([lam, values, sizes, hist.sum().reshape(1), clipped, hist.reshape(-1)])
         # optimistic ascent: the extra (g_t - g_{t-1}) term damps the cycling
         # of descent-ascent; both are post-processing of noisy releases
         step_dir = values + dual_optimism * (values - previous) if dual_optimism else values
@@ -192,7 +200,8 @@ def train_raco(
         "constraint_values": record[:, j : 2 * j],
         "denominators": record[:, 2 * j : 2 * j + m],
         "batch_size": batch_size,
-        "clipped_fraction": record[:, -1] / batch_size.clamp_min(1.0),
+        "clipped_fraction": record[:, 2 * j + m + 1] / batch_size.clamp_min(1.0),
+        "histogram": record[:, 2 * j + m + 2 :].reshape(n_steps, n_cells + 1, n_classes),
     }
     average.finalize()
     history["final_lambda"] = lam

@@ -9,6 +9,7 @@ import dp_accounting as dpa
 import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.extmath import softmax
 
 from .._base import BaseDPClassifier, split_sensitive_columns
 from .._groups import encode_groups
@@ -23,7 +24,7 @@ from ..privacy import (
     poisson_gaussian_step,
     sensitivity_factor,
 )
-from ._constraints import evaluate_hard_constraints, make_constraints
+from ._constraints import evaluate_constraints, evaluate_hard_constraints, make_constraints
 from ._raco import RacoNoise, train_raco
 
 #: Share of the per-step privacy (in GDP mu^2 terms) given to the histogram
@@ -124,6 +125,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         around the constraint boundary when cells are large, but amplify the
         histogram noise, which hurts constraints on small cells such as
         equalized odds; 0 gives plain projected ascent.
+    clip_constraint_values : bool, default=False
+        Clip each noisy per-set rate to [0, 1] before forming the constraint
+        values that drive the multipliers (noise can push rates outside it).
     averaging : float, default=0.5
         Return the average of the model parameters over this fraction of the
         final steps (0 returns the last iterate). Averaging is post-processing
@@ -159,8 +163,11 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     history_ : dict of ndarray
         Per step: ``"lambda"``, ``"constraint_values"`` (noisy Γ_j - γ_j),
         ``"denominators"`` (noisy local-set sizes), ``"batch_size"`` (noisy)
-        and ``"clipped_fraction"`` (noisy). All are released with noise or
-        computed from such releases, and accounted in ``epsilon_``.
+        ``"clipped_fraction"`` (noisy) and ``"histogram"`` (the noisy
+        histogram of predictions per cell, shape (n_steps, n_cells + 1,
+        n_classes); the last cell holds records no constraint uses). All are
+        released with noise or computed from such releases, and accounted in
+        ``epsilon_``.
     epsilon_, delta_ : float
         Budget spent, from dp-accounting on ``dp_event_``.
     dp_event_ : dp_accounting.DpEvent
@@ -216,6 +223,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "min_denominator": [Interval(Real, 0, None, closed="neither")],
         "averaging": [Interval(Real, 0, 1, closed="both")],
         "dual_optimism": [Interval(Real, 0, None, closed="left")],
+        "clip_constraint_values": ["boolean"],
     }
 
     def __init__(
@@ -243,6 +251,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         min_denominator=1.0,
         averaging=0.5,
         dual_optimism=0.0,
+        clip_constraint_values=False,
         accountant="pld",
         neighboring="add_remove",
         hidden_layer_sizes=(),
@@ -274,6 +283,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.min_denominator = min_denominator
         self.averaging = averaging
         self.dual_optimism = dual_optimism
+        self.clip_constraint_values = clip_constraint_values
         self.accountant = accountant
         self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -352,6 +362,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 min_denominator=self.min_denominator, optimizer=self.optimizer,
                 learning_rate=self.learning_rate, momentum=self.momentum,
                 generator=generator, averaging=self.averaging, dual_optimism=self.dual_optimism,
+                clip_constraint_values=self.clip_constraint_values,
                 verbose=self.verbose,
             )
         self._store_backend(backend)
@@ -516,11 +527,14 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             )
 
     # ---------------------------------------------------------- diagnostics
-    def constraint_values(self, X, y, *, sensitive_features=None):
-        """Hard (0-1) constraint values Γ_j of the fitted model on given data.
+    def constraint_values(self, X, y, *, sensitive_features=None, soft=False):
+        """Constraint values Γ_j of the fitted model on given data.
 
         Non-private: computed exactly from ``X``, ``y`` and the groups. Records
-        of groups unseen in ``fit`` are left out (with a warning).
+        of groups unseen in ``fit`` are left out (with a warning). Hard (0-1)
+        rates by default -- what the constraints are judged on; ``soft=True``
+        uses the tempered probabilities ``softmax(temperature * logits)`` that
+        training differentiates.
 
         Parameters
         ----------
@@ -528,6 +542,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         y : array-like of shape (n_samples,)
         sensitive_features : array-like, default=None
             Taken from ``sensitive_columns`` when None.
+        soft : bool, default=False
+            Soft (tempered-probability) rates instead of hard ones.
 
         Returns
         -------
@@ -535,7 +551,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             Compare with ``constraints_.tolerance``; the names are in
             ``constraint_names_``.
         """
-        y_pred = self.predict(X)
+        if soft:
+            scores = self.decision_function(X)
+            if scores.ndim == 1:
+                scores = np.column_stack([np.zeros_like(scores), scores])
+            y_pred = softmax(self.temperature * scores)
+        else:
+            y_pred = self.predict(X)
         _, from_columns = split_sensitive_columns(X, self.sensitive_columns)
         if sensitive_features is None:
             sensitive_features = from_columns
@@ -559,10 +581,25 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 "left out of the constraint values.",
                 UserWarning,
             )
+        if soft:
+            return evaluate_constraints(
+                self.constraints_, y_codes[known], y_pred[known], group_codes[known]
+            )
         pred_codes = np.searchsorted(self.classes_, y_pred)
         return evaluate_hard_constraints(
             self.constraints_, y_codes[known], pred_codes[known], group_codes[known]
         )
+
+    def constraints_satisfied(self, X, y, *, sensitive_features=None):
+        """Whether each hard constraint holds on given data (non-private).
+
+        Returns
+        -------
+        satisfied : ndarray of bool of shape (n_constraints,)
+            ``Γ_j <= γ_j`` for each constraint, in ``constraint_names_`` order.
+        """
+        values = self.constraint_values(X, y, sensitive_features=sensitive_features)
+        return values <= np.asarray(self.constraints_.tolerance)
 
     def constraint_violation(self, X, y, *, sensitive_features=None):
         """Largest hard violation ``max_j (Γ_j - γ_j)`` on given data (non-private)."""

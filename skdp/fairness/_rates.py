@@ -445,12 +445,14 @@ def evaluate_hard_constraints(constraints, y_true, y_pred, groups, *, zero_divis
     return evaluate_constraints(constraints, y_true, y_pred, groups, zero_division=zero_division)
 
 
-def dual_quantities(histogram, lambdas, tensors, min_denominator=1.0):
+def dual_quantities(histogram, lambdas, tensors, min_denominator=1.0, clip_rates=False):
     """Constraint values, per-cell weights and local-set sizes in one pass.
 
     The fused form of :func:`constraint_values`, :func:`cell_weights` and
     :func:`local_set_sizes` for the training loop: no validation, the sizes
     computed once, and the coefficient tensor used as a (J, M*K) matrix.
+    ``clip_rates`` clips each noisy per-set rate to [0, 1] before combining
+    (affects the values only, as in :func:`constraint_values`).
 
     Returns
     -------
@@ -466,6 +468,9 @@ def dual_quantities(histogram, lambdas, tensors, min_denominator=1.0):
     sums = tensors.membership @ histogram
     sizes = sums.sum(1).clamp_min_(min_denominator)
     inverse = sizes.reciprocal()[:, None]
-    values = coefficients @ (sums * inverse).reshape(-1)
+    rates = sums * inverse
+    if clip_rates:
+        rates = rates.clamp_(0.0, 1.0)
+    values = coefficients @ rates.reshape(-1)
     mixed = (lambdas @ coefficients).reshape(n_sets, n_classes) * inverse
     return values, tensors.membership.T @ mixed, sizes
