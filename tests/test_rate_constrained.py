@@ -343,3 +343,17 @@ def test_clip_constraint_values_option(biased):
     values = clf.history_["constraint_values"] + np.asarray(clf.constraints_.tolerance)
     # a DP constraint is a difference of two clipped rates, so it lies in [-1, 1]
     assert np.all(np.abs(values) <= 1 + 1e-6)
+
+
+@pytest.mark.parametrize("update", ["momentum", "exponentiated"])
+def test_other_dual_updates(biased, update):
+    X, y, group = biased
+    free = DPSGDClassifier(epsilon=None, batch_size=200, random_state=0).fit(X, y)
+    free_gap = demographic_parity_difference(y, free.predict(X), sensitive_features=group)
+    clf = DPRateConstrainedClassifier(
+        tolerance=0.03, epsilon=3.0, dual_update=update, random_state=0,
+        **({"dual_learning_rate": 1.0} if update == "exponentiated" else {"dual_learning_rate": 0.05}),
+    ).fit(X, y, sensitive_features=group)
+    assert np.all(clf.history_["lambda"] >= 0)
+    gap = demographic_parity_difference(y, clf.predict(X), sensitive_features=group)
+    assert gap < 0.6 * free_gap

@@ -106,7 +106,7 @@ def train_raco(
     backend, onehot, cells, constraints, *, n_steps, sampling_rate, max_grad_norm, noise,
     temperature, dual_learning_rate, dual_bound, dual_rates, min_denominator,
     optimizer, learning_rate, momentum, generator, averaging=0.0, dual_optimism=0.0,
-    clip_constraint_values=False, verbose=0,
+    clip_constraint_values=False, dual_update="projected", dual_momentum=0.9, verbose=0,
 ):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
 
@@ -147,8 +147,11 @@ def train_raco(
     columns = torch.cat(
         [onehot.T, torch.nn.functional.one_hot(cells, n_cells + 1).T.to(dtype)]
     ).contiguous()
-    lam = torch.zeros(n_constraints, dtype=dtype, device=device)
+    # multiplicative updates cannot leave 0, so they start just above it
+    start_value = 1e-3 if dual_update == "exponentiated" else 0.0
+    lam = torch.full((n_constraints,), start_value, dtype=dtype, device=device)
     previous = torch.zeros(n_constraints, dtype=dtype, device=device)
+    velocity = torch.zeros(n_constraints, dtype=dtype, device=device)
     tolerance = constraints.tolerance
     # one row per step: lambda, noisy values, noisy sizes, noisy batch, noisy
     # clipped count, then the noisy histogram (n_cells + 1 cells x K)
@@ -184,7 +187,13 @@ def train_raco(
         # of descent-ascent; both are post-processing of noisy releases
         step_dir = values + dual_optimism * (values - previous) if dual_optimism else values
         previous = values
-        lam = (lam + dual_learning_rate * step_dir).clamp_(min=0.0)
+        if dual_update == "exponentiated":
+            lam = (lam * torch.exp(dual_learning_rate * step_dir)).clamp_(min=1e-6)
+        elif dual_update == "momentum":
+            velocity = velocity.mul_(dual_momentum).add_(step_dir, alpha=dual_learning_rate)
+            lam = (lam + velocity).clamp_(min=0.0)
+        else:
+            lam = (lam + dual_learning_rate * step_dir).clamp_(min=0.0)
         if dual_bound is not None:
             lam.clamp_(max=dual_bound)
         if verbose and ((step + 1) % report_every == 0 or step + 1 == n_steps):

@@ -112,6 +112,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     dual_bound : float or None, default=None
         Upper bound of each multiplier (box ``[0, dual_bound]``); None keeps
         the non-negative orthant.
+    dual_update : {"projected", "momentum", "exponentiated"}, default="projected"
+        Multiplier update: projected ascent ``lambda <- max(0, lambda + eta g)``,
+        the same with heavy-ball momentum ``dual_momentum``, or exponentiated
+        ascent ``lambda <- lambda * exp(eta g)`` (multipliers start at 1e-3).
+        All are post-processing of the noisy constraint values ``g``.
+    dual_momentum : float, default=0.9
+        Momentum of ``dual_update="momentum"``.
     dual_rates : {"hard", "soft"}, default="hard"
         Rates in the released histogram (and so in the dual ascent): one-hot
         predictions (``"hard"``, what the constraint is judged on) or soft
@@ -220,6 +227,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "dual_learning_rate": [Interval(Real, 0, None, closed="neither")],
         "dual_bound": [Interval(Real, 0, None, closed="neither"), None],
         "dual_rates": [StrOptions({"hard", "soft"})],
+        "dual_update": [StrOptions({"projected", "momentum", "exponentiated"})],
+        "dual_momentum": [Interval(Real, 0, 1, closed="left")],
         "min_denominator": [Interval(Real, 0, None, closed="neither")],
         "averaging": [Interval(Real, 0, 1, closed="both")],
         "dual_optimism": [Interval(Real, 0, None, closed="left")],
@@ -247,6 +256,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         temperature=2.0,
         dual_learning_rate=0.3,
         dual_bound=None,
+        dual_update="projected",
+        dual_momentum=0.9,
         dual_rates="hard",
         min_denominator=1.0,
         averaging=0.5,
@@ -279,6 +290,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.temperature = temperature
         self.dual_learning_rate = dual_learning_rate
         self.dual_bound = dual_bound
+        self.dual_update = dual_update
+        self.dual_momentum = dual_momentum
         self.dual_rates = dual_rates
         self.min_denominator = min_denominator
         self.averaging = averaging
@@ -363,6 +376,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 learning_rate=self.learning_rate, momentum=self.momentum,
                 generator=generator, averaging=self.averaging, dual_optimism=self.dual_optimism,
                 clip_constraint_values=self.clip_constraint_values,
+                dual_update=self.dual_update, dual_momentum=self.dual_momentum,
                 verbose=self.verbose,
             )
         self._store_backend(backend)
