@@ -101,7 +101,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     histogram_noise_scale : float or None, default=None
         Standard deviation (Gaussian) or scale (Laplace) of the noise on each
         histogram count. ``None`` derives it from ``histogram_noise_share``.
-    histogram_noise_share : float, default=0.1
+    histogram_noise_share : float in (0, 0.9], default=0.1
         Share of each step's privacy (in Gaussian-DP ``mu^2``) spent on the
         histogram when scales are derived. 1 % more goes to the clipped-record
         count; the rest to the gradient.
@@ -222,7 +222,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "histogram_noise": [StrOptions({"gaussian", "laplace"})],
         "histogram_noise_scale": [Interval(Real, 0, None, closed="neither"), None],
-        "histogram_noise_share": [Interval(Real, 0, 1, closed="neither")],
+        "histogram_noise_share": [Interval(Real, 0, 0.9, closed="right")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "dual_learning_rate": [Interval(Real, 0, None, closed="neither")],
         "dual_bound": [Interval(Real, 0, None, closed="neither"), None],
@@ -407,13 +407,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             histogram = 1.0 / mu_hist
         return gradient, histogram, count
 
-    def _joint_multiplier(self, gradient, histogram, count):
-        """Joint noise multiplier (add/remove units) of the three releases."""
-        if self.histogram_noise == "laplace":
-            return joint_noise_multiplier((gradient, count), (1.0 / histogram,))
-        return joint_noise_multiplier((gradient, histogram, count))
-
     def _step_event(self, noise, sampling_rate):
+        """One step's DpEvent (dominating the three releases) and its joint
+        multiplier, with sensitivities scaled for ``neighboring``."""
         factor = sensitivity_factor(self.neighboring)
         gaussian = (noise.gradient / factor, noise.clip_count / factor)
         if self.histogram_noise == "laplace":
