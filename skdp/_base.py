@@ -212,6 +212,36 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         else:
             self.module_state_ = state
 
+    def privacy_curve(self, n_points=10):
+        """Epsilon spent after each of ``n_points`` step counts up to ``n_steps_``.
+
+        Computed from ``dp_event_`` (which depends only on public settings),
+        so it releases nothing about the data.
+
+        Parameters
+        ----------
+        n_points : int, default=10
+
+        Returns
+        -------
+        curve : ndarray of shape (n_points, 2)
+            Columns: step count, epsilon at ``delta_``.
+        """
+        check_is_fitted(self)
+        if self.dp_event_ is None:
+            raise ValueError("The estimator was fitted with epsilon=None: nothing was accounted.")
+        import dp_accounting as dpa
+
+        from .privacy import compute_epsilon
+
+        steps = np.unique(np.linspace(1, self.n_steps_, int(n_points)).round().astype(int))
+        step_event = self.dp_event_.event
+        eps = [
+            compute_epsilon(dpa.SelfComposedDpEvent(step_event, int(t)), self.delta_, self.accountant)
+            for t in steps
+        ]
+        return np.column_stack([steps, eps])
+
     # -------------------------------------------------------------- predict
     def _validate_predict_X(self, X):
         check_is_fitted(self)

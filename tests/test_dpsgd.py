@@ -202,3 +202,15 @@ def test_torch_thread_setting_restored(data):
     before = torch.get_num_threads()
     DPSGDClassifier(batch_size=128, max_epochs=1, random_state=0).fit(X, y)
     assert torch.get_num_threads() == before
+
+
+def test_privacy_curve(data):
+    X, y = data
+    clf = DPSGDClassifier(batch_size=128, max_epochs=2, random_state=0).fit(X, y)
+    curve = clf.privacy_curve(n_points=5)
+    assert curve.shape == (5, 2)
+    assert curve[-1, 0] == clf.n_steps_
+    assert curve[-1, 1] == pytest.approx(clf.epsilon_)
+    assert np.all(np.diff(curve[:, 1]) > 0)
+    with pytest.raises(ValueError, match="epsilon=None"):
+        DPSGDClassifier(epsilon=None, batch_size=128, max_steps=3).fit(X, y).privacy_curve()
