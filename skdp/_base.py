@@ -66,7 +66,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],
-        "max_grad_norm": [Interval(Real, 0, None, closed="neither")],
+        "max_grad_norm": [Interval(Real, 0, None, closed="right")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "max_epochs": [Interval(Real, 0, None, closed="neither")],
         "max_steps": [Interval(Integral, 1, None, closed="left"), None],
@@ -121,7 +121,13 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         return X, y_codes, group_codes
 
     def _check_privacy_setup(self, n_samples, batch_size):
-        """Check batch size and delta against the data size; return q."""
+        """Check batch size, clipping and delta against the data; return q."""
+        if self.epsilon is not None and not np.isfinite(self.max_grad_norm):
+            raise ValueError(
+                "max_grad_norm=inf turns clipping off, which only a non-private fit "
+                "(epsilon=None) can do: the noise scale is proportional to it."
+            )
+        self.accountant_ = self.accountant
         if batch_size > n_samples:
             raise ValueError(
                 f"batch_size={batch_size} is larger than the number of training samples "
@@ -166,13 +172,29 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
                     )
             else:
                 module = make_mlp(n_features, n_outputs, tuple(self.hidden_layer_sizes))
+        for layer in module.modules():
+            if isinstance(layer, (torch.nn.modules.batchnorm._BatchNorm,
+                                  torch.nn.modules.dropout._DropoutNd)):
+                raise ValueError(
+                    f"module contains {type(layer).__name__}, which per-sample gradient "
+                    "clipping cannot handle (BatchNorm mixes the records of a batch; dropout "
+                    "draws from an unseeded RNG inside vmap). Use GroupNorm/LayerNorm and no "
+                    "dropout."
+                )
         return module
 
     def _to_tensor(self, array, device, dtype=torch.float32):
         array = np.ascontiguousarray(array)
         if not array.flags.writeable:
             array = array.copy()
-        return torch.as_tensor(array, dtype=dtype, device=device)
+        tensor = torch.as_tensor(array, dtype=dtype, device=device)
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError(
+                f"X has values too large for {dtype} (|x| > {torch.finfo(dtype).max:.3g}), "
+                "which training cannot clip; rescale or clip the features first (e.g. with "
+                "a scaler or public bounds)."
+            )
+        return tensor
 
     def _make_backend(self, X_t, n_outputs, seed):
         module = self._build_module(X_t.shape[1], n_outputs, seed)
@@ -200,6 +222,11 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
     def _store_backend(self, backend):
         """Keep fitted parameters as numpy arrays (picklable, clone-safe)."""
         state = backend.state()
+        if not all(np.isfinite(v).all() for v in state.values() if np.issubdtype(v.dtype, np.floating)):
+            raise ValueError(
+                f"{type(self).__name__} diverged: the trained parameters are not finite. "
+                "Lower learning_rate (or dual_learning_rate), or raise max_grad_norm less."
+            )
         if self._is_linear:
             weights = state["weights"]
             coef, intercept = weights[:, :-1], weights[:, -1]
@@ -211,6 +238,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
             self.module_state_ = None
         else:
             self.module_state_ = state
+            self.coef_ = self.intercept_ = None
 
     def privacy_curve(self, n_points=10):
         """Epsilon spent after each of ``n_points`` step counts up to ``n_steps_``.
@@ -237,7 +265,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         steps = np.unique(np.linspace(1, self.n_steps_, int(n_points)).round().astype(int))
         step_event = self.dp_event_.event
         eps = [
-            compute_epsilon(dpa.SelfComposedDpEvent(step_event, int(t)), self.delta_, self.accountant)
+            compute_epsilon(dpa.SelfComposedDpEvent(step_event, int(t)), self.delta_, self.accountant_)
             for t in steps
         ]
         return np.column_stack([steps, eps])

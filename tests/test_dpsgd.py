@@ -70,7 +70,7 @@ def test_multiclass_and_mlp():
     mlp = DPSGDClassifier(
         epsilon=4.0, batch_size=100, hidden_layer_sizes=(16,), learning_rate=0.3, random_state=0
     ).fit(X, y)
-    assert mlp.coef_ is None if hasattr(mlp, "coef_") else True
+    assert mlp.coef_ is None and mlp.intercept_ is None
     assert mlp.module_state_ is not None
     assert mlp.score(X, y) > 0.6
     assert mlp.decision_function(X).shape == (1500, 3)
@@ -207,6 +207,7 @@ def test_torch_thread_setting_restored(data):
 def test_privacy_curve(data):
     X, y = data
     clf = DPSGDClassifier(batch_size=128, max_epochs=2, random_state=0).fit(X, y)
+    clf.set_params(accountant="rdp")  # the curve uses the accountant of the fit
     curve = clf.privacy_curve(n_points=5)
     assert curve.shape == (5, 2)
     assert curve[-1, 0] == clf.n_steps_
@@ -214,3 +215,54 @@ def test_privacy_curve(data):
     assert np.all(np.diff(curve[:, 1]) > 0)
     with pytest.raises(ValueError, match="epsilon=None"):
         DPSGDClassifier(epsilon=None, batch_size=128, max_steps=3).fit(X, y).privacy_curve()
+
+
+def test_values_beyond_float32_rejected(data):
+    X, y = data
+    X = X.copy()
+    X[0, 1] = 1e39  # finite in float64, inf in float32: would break clipping
+    with pytest.raises(ValueError, match="too large"):
+        DPSGDClassifier().fit(X, y)
+
+
+def test_empty_batches_on_the_module_path(data):
+    X, y = data
+    clf = DPSGDClassifier(hidden_layer_sizes=(4,), batch_size=1, max_steps=200,
+                          random_state=0).fit(X, y)
+    assert all(np.isfinite(v).all() for v in clf.module_state_.values())
+
+
+def test_infinite_clipping_only_without_privacy(data):
+    X, y = data
+    DPSGDClassifier(epsilon=None, max_grad_norm=np.inf, batch_size=128, max_steps=5).fit(X, y)
+    with pytest.raises(ValueError, match="max_grad_norm=inf"):
+        DPSGDClassifier(max_grad_norm=np.inf).fit(X, y)
+
+
+def test_non_finite_per_sample_gradient_is_dropped():
+    from skdp.privacy import clipped_module_sum
+
+    model = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        model.weight.zero_()
+    x = torch.tensor([[0.0, 0.0], [3.0, 4.0]])
+
+    def loss(out):  # sqrt(|h|) has an infinite gradient at h = 0
+        return out[:, 0].abs().sqrt() + out[:, 0]
+
+    sums, sq = clipped_module_sum(model, loss, x, max_norm=1.0)
+    assert not torch.isfinite(sq[0])
+    alone, _ = clipped_module_sum(model, loss, x[1:], max_norm=1.0)
+    torch.testing.assert_close(sums["weight"], alone["weight"])
+
+
+@pytest.mark.parametrize("layer", [torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.5)])
+def test_batchnorm_and_dropout_rejected(data, layer):
+    X, y = data
+
+    def factory(n_features, n_classes):
+        return torch.nn.Sequential(torch.nn.Linear(n_features, 4), layer,
+                                   torch.nn.Linear(4, n_classes))
+
+    with pytest.raises(ValueError, match="GroupNorm"):
+        DPSGDClassifier(module=factory, batch_size=128).fit(X, y)

@@ -1,5 +1,7 @@
 """DPRateConstrainedClassifier and the RaCO-DP trainer."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -357,3 +359,87 @@ def test_other_dual_updates(biased, update):
     assert np.all(clf.history_["lambda"] >= 0)
     gap = demographic_parity_difference(y, clf.predict(X), sensitive_features=group)
     assert gap < 0.6 * free_gap
+
+
+# ------------------------------------------------------- noise is really added
+def _raco_run(X, y, groups, noise, **kw):
+    compiled = make_constraints("demographic_parity", 0.05, n_classes=2, n_groups=2)
+    cells = np.asarray(compiled.atom_cell)[y, groups]
+    cells = np.where(cells < 0, compiled.n_cells, cells)
+    Xt = torch.as_tensor(X, dtype=torch.float64)
+    onehot = torch.nn.functional.one_hot(torch.as_tensor(y), 2).double()
+    backend = LinearBackend(Xt, 2)
+    options = dict(
+        n_steps=300, sampling_rate=0.1, max_grad_norm=1.0, noise=noise, temperature=1.0,
+        dual_learning_rate=0.0, dual_bound=None, dual_rates="hard", min_denominator=1.0,
+        optimizer="sgd", learning_rate=0.0, momentum=0.0,
+        generator=torch.Generator().manual_seed(0),
+    )
+    options.update(kw)
+    history = train_raco(
+        backend, onehot, torch.as_tensor(cells), compiled.to_torch(device="cpu", dtype=torch.float64),
+        **options,
+    )
+    return backend, history
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
+def test_histogram_noise_has_the_stated_scale(biased, mechanism):
+    """With zero weights every record predicts class 0, so the class-1 column of
+    the released histogram is pure noise."""
+    X, y, group = biased
+    noise = RacoNoise(gradient=2.0, histogram=7.0, histogram_mechanism=mechanism, clip_count=30.0)
+    _, history = _raco_run(X[:2000], y[:2000], group[:2000], noise)
+    column = history["histogram"][:, :, 1].reshape(-1).numpy()
+    expected = 7.0 * (np.sqrt(2) if mechanism == "laplace" else 1.0)
+    assert np.std(column) == pytest.approx(expected, rel=0.1)
+    _, exact = _raco_run(X[:2000], y[:2000], group[:2000], RacoNoise())
+    assert np.all(exact["histogram"][:, :, 1].numpy() == 0)
+
+
+def test_clipped_count_noise_has_the_stated_scale(biased):
+    X, y, group = biased
+    noise = RacoNoise(gradient=2.0, histogram=7.0, clip_count=30.0)
+    _, history = _raco_run(X[:2000], y[:2000], group[:2000], noise, max_grad_norm=float("inf"))
+    counts = (history["clipped_fraction"] * history["batch_size"].clamp_min(1.0)).numpy()
+    assert np.std(counts) == pytest.approx(30.0, rel=0.1)
+
+
+def test_gradient_noise_has_the_stated_scale(biased):
+    """Zero features: the weights of the feature columns move by noise only."""
+    X, y, group = biased
+    zeros = np.zeros((2000, 20))
+    noise = RacoNoise(gradient=2.0, histogram=7.0, clip_count=30.0)
+    steps, q, clip = 300, 0.1, 1.5
+    backend, _ = _raco_run(zeros, y[:2000], group[:2000], noise, n_steps=steps, sampling_rate=q,
+                           max_grad_norm=clip, learning_rate=1.0)
+    moved = backend.weights[:, :-1].reshape(-1).numpy()
+    expected = 2.0 * clip * np.sqrt(steps) / (q * 2000)
+    assert np.std(moved) == pytest.approx(expected, rel=0.25)
+
+
+# ------------------------------------------------------------ review fixes
+def test_exponentiated_dual_stays_finite_with_tiny_groups():
+    X, y, group = make_fair_classification(n_samples=3000, group_weights=[0.97, 0.03],
+                                           random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        clf = DPRateConstrainedClassifier(
+            epsilon=0.2, batch_size=100, max_epochs=3, dual_update="exponentiated",
+            random_state=0,
+        ).fit(X, y, sensitive_features=group)
+    assert np.isfinite(clf.coef_).all() and np.isfinite(clf.history_["lambda"]).all()
+
+
+def test_fixed_histogram_scale_is_kept(biased):
+    X, y, group = biased
+    for mechanism, neighboring in [("gaussian", "add_remove"), ("laplace", "replace")]:
+        clf = DPRateConstrainedClassifier(
+            epsilon=1.0, histogram_noise=mechanism, histogram_noise_scale=20.0,
+            neighboring=neighboring, max_epochs=2, random_state=0,
+        ).fit(X, y, sensitive_features=group)
+        assert clf.histogram_noise_scale_ == 20.0
+        assert clf.epsilon_ <= 1.0
+    with pytest.raises(ValueError, match="histogram_noise_scale"):
+        DPRateConstrainedClassifier(epsilon=1.0, histogram_noise_scale=0.05).fit(
+            X, y, sensitive_features=group)

@@ -57,6 +57,10 @@ class RateConstrainedHead:
         return (probs - onehot_t).add_(term, alpha=self.temperature * self.batch_scale)
 
 
+#: Cap on every Lagrange multiplier, so that no update can overflow.
+_MAX_MULTIPLIER = 1e6
+
+
 @dataclass(frozen=True)
 class RacoNoise:
     """Noise scales of one step; ``None`` everywhere for non-private SGDA.
@@ -188,14 +192,16 @@ def train_raco(
         step_dir = values + dual_optimism * (values - previous) if dual_optimism else values
         previous = values
         if dual_update == "exponentiated":
+            # noisy rates are unbounded (a floored noisy denominator can make
+            # them large), so the multiplicative step is bounded
+            step_dir = step_dir.clamp(-1.0, 1.0)
             lam = (lam * torch.exp(dual_learning_rate * step_dir)).clamp_(min=1e-6)
         elif dual_update == "momentum":
             velocity = velocity.mul_(dual_momentum).add_(step_dir, alpha=dual_learning_rate)
             lam = (lam + velocity).clamp_(min=0.0)
         else:
             lam = (lam + dual_learning_rate * step_dir).clamp_(min=0.0)
-        if dual_bound is not None:
-            lam.clamp_(max=dual_bound)
+        lam.clamp_(max=_MAX_MULTIPLIER if dual_bound is None else dual_bound)
         if verbose and ((step + 1) % report_every == 0 or step + 1 == n_steps):
             print(
                 f"[RaCO-DP] step {step + 1}/{n_steps}  max lambda {float(lam.max()):.3f}  "

@@ -20,6 +20,7 @@ from ..privacy import (
     compute_epsilon,
     gdp_to_pure_dp,
     joint_noise_multiplier,
+    pure_dp_to_gdp,
     poisson_gaussian_event,
     poisson_gaussian_step,
     sensitivity_factor,
@@ -177,6 +178,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         ``epsilon_``.
     epsilon_, delta_ : float
         Budget spent, from dp-accounting on ``dp_event_``.
+    accountant_ : str
+        Accountant used for ``epsilon_`` (and by :meth:`privacy_curve`).
     dp_event_ : dp_accounting.DpEvent
         ``n_steps_`` Poisson-subsampled Gaussian steps of multiplier
         ``joint_noise_multiplier_``, which dominate the three releases per
@@ -407,6 +410,36 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             histogram = 1.0 / mu_hist
         return gradient, histogram, count
 
+    def _split_joint(self, joint):
+        """Noise of the three releases whose joint multiplier is ``joint``.
+
+        A user-given ``histogram_noise_scale`` is kept; the rest of the
+        privacy is split between gradient and clipped count in the ratio of
+        their shares. Gradient and count noise are inflated by 1e-9 so the
+        released noise dominates ``joint`` despite rounding.
+        """
+        inflate = 1 + 1e-9
+        if self.histogram_noise_scale is None:
+            gradient, histogram, count = self._noise_from_joint(joint)
+            return RacoNoise(gradient * inflate, histogram * inflate, self.histogram_noise,
+                             count * inflate)
+        histogram = float(self.histogram_noise_scale)
+        if self.histogram_noise == "laplace":
+            mu_hist = pure_dp_to_gdp(1.0 / histogram)
+        else:
+            mu_hist = 1.0 / histogram
+        rest = 1.0 / joint**2 - mu_hist**2
+        if rest <= 0:
+            raise PrivacyBudgetError(
+                f"histogram_noise_scale={histogram} alone spends more than epsilon="
+                f"{self.epsilon} at this number of steps; raise it or leave it None."
+            )
+        share_g = 1.0 - self.histogram_noise_share - _COUNT_SHARE
+        share_c = _COUNT_SHARE
+        gradient = 1.0 / math.sqrt(rest * share_g / (share_g + share_c))
+        count = 1.0 / math.sqrt(rest * share_c / (share_g + share_c))
+        return RacoNoise(gradient * inflate, histogram, self.histogram_noise, count * inflate)
+
     def _step_event(self, noise, sampling_rate):
         """One step's DpEvent (dominating the three releases) and its joint
         multiplier, with sensitivities scaled for ``neighboring``."""
@@ -428,30 +461,27 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 self.epsilon, self.delta, sampling_rate, steps,
                 accountant=self.accountant, neighboring=self.neighboring,
             )
-            # the released noise is inflated by 1e-9 (relative) so that it
-            # always dominates the accounted joint multiplier despite rounding
-            gradient, histogram, count = (
-                v * (1 + 1e-9) for v in self._noise_from_joint(joint)
-            )
-            if self.histogram_noise == "gaussian" and self.histogram_noise_scale is None:
+            noise = self._split_joint(joint)
+            exact = self.histogram_noise == "gaussian" or self.neighboring == "add_remove"
+            if exact:
+                # the split reproduces the calibrated joint multiplier (and the
+                # released noise is inflated by 1e-9 so it dominates it)
                 self._accounted_joint = joint
-                return RacoNoise(gradient, histogram, self.histogram_noise, count), steps
-            if self.histogram_noise_scale is not None:
-                histogram = float(self.histogram_noise_scale)
-            noise = RacoNoise(gradient, histogram, self.histogram_noise, count)
-            # Laplace conversion or a fixed histogram scale can overshoot:
-            # inflate every scale until the accountant agrees.
-            for _ in range(60):
+                return noise, steps
+            # Laplace under replace-one: mu(2/b) is not 2 mu(1/b), so check
+            # with the accountant and raise the gradient and count noise
+            for _ in range(200):
                 event = dpa.SelfComposedDpEvent(self._step_event(noise, sampling_rate)[0], steps)
                 if compute_epsilon(event, self.delta, self.accountant) <= self.epsilon:
                     return noise, steps
                 noise = RacoNoise(
-                    noise.gradient * 1.02, noise.histogram * 1.02, self.histogram_noise,
+                    noise.gradient * 1.02, noise.histogram, self.histogram_noise,
                     noise.clip_count * 1.02,
                 )
-            raise PrivacyBudgetError(  # pragma: no cover - histogram scale far too small
-                f"histogram_noise_scale={self.histogram_noise_scale} is too small for "
-                f"epsilon={self.epsilon}; raise it or leave it None."
+            raise PrivacyBudgetError(
+                f"histogram noise of scale {noise.histogram:.3g} alone spends more than "
+                f"epsilon={self.epsilon} over {steps} steps; raise histogram_noise_scale "
+                "or leave it None."
             )
         gradient = float(self.noise_multiplier)
         if self.histogram_noise_scale is not None:

@@ -94,6 +94,8 @@ class DPSGDClassifier(BaseDPClassifier):
         (``skdp.privacy.compute_epsilon(dp_event_, delta_, accountant)``);
         ``inf`` when ``epsilon=None``.
     delta_ : float
+    accountant_ : str
+        Accountant used for ``epsilon_`` (and by :meth:`privacy_curve`).
     dp_event_ : dp_accounting.DpEvent
         The event actually composed: ``n_steps_`` Poisson-subsampled Gaussian
         releases.

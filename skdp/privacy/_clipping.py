@@ -23,8 +23,13 @@ _TINY = 1e-12
 
 
 def clip_factors(squared_norms, max_norm):
-    """Scale factors ``min(1, max_norm / norm)`` for per-sample gradients."""
-    return (max_norm / squared_norms.clamp_min(_TINY).sqrt()).clamp_(max=1.0)
+    """Scale factors ``min(1, max_norm / norm)`` for per-sample gradients.
+
+    A non-finite norm gets factor 0 (the caller must also zero that sample's
+    gradient, since 0 * inf is NaN).
+    """
+    factors = (max_norm / squared_norms.clamp_min(_TINY).sqrt()).clamp_(max=1.0)
+    return factors.nan_to_num_(nan=0.0)
 
 
 def clipped_linear_sum(inputs, output_grads, max_norm, *, input_sq_norms=None):
@@ -48,6 +53,12 @@ def clipped_linear_sum(inputs, output_grads, max_norm, *, input_sq_norms=None):
         ``sum_i min(1, C / |g_i|) g_i`` with ``g_i = output_grads[:, i] ⊗ inputs[i]``.
     squared_norms : torch.Tensor of shape (batch,)
         Squared norms of the unclipped per-sample gradients.
+
+    Notes
+    -----
+    Inputs and output gradients must be finite (the estimators check X in
+    the training precision); a sample with a non-finite gradient would make
+    the sum NaN, which no noise can hide.
 
     Examples
     --------
@@ -107,12 +118,19 @@ def clipped_module_sum(module, sample_loss, inputs, *targets, max_norm):
         out = functional_call(module, (params, buffers), (x.unsqueeze(0),))
         return sample_loss(out, *(t.unsqueeze(0) for t in ts)).sum()
 
+    batch = inputs.shape[0]
+    if batch == 0:  # an empty Poisson batch contributes nothing
+        zeros = {name: torch.zeros_like(p) for name, p in params.items()}
+        return zeros, inputs.new_zeros(0)
     in_dims = (None, 0) + (0,) * len(targets)
     per_sample = vmap(grad(one_sample_loss), in_dims=in_dims)(params, inputs, *targets)
-    batch = inputs.shape[0]
-    squared_norms = sum(g.reshape(batch, -1).square().sum(1) for g in per_sample.values())
+    squared_norms = sum(g.flatten(1).square().sum(1) for g in per_sample.values())
+    finite = torch.isfinite(squared_norms)
     factors = clip_factors(squared_norms, max_norm)
-    grad_sums = {
-        name: torch.tensordot(factors, g, dims=1) for name, g in per_sample.items()
-    }
+    grad_sums = {}
+    for name, g in per_sample.items():
+        # a sample with a non-finite gradient is dropped: its values are
+        # zeroed (factor 0 alone would give 0 * inf = NaN)
+        keep = finite.view(-1, *([1] * (g.dim() - 1)))
+        grad_sums[name] = torch.tensordot(factors, torch.where(keep, g, 0.0), dims=1)
     return grad_sums, squared_norms
