@@ -79,6 +79,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         "hidden_layer_sizes": [tuple, list],
         "module": [callable, None],
         "sensitive_columns": [str, Integral, list, tuple, None],
+        "sensitive_groups": ["array-like", None],
         "random_state": ["random_state"],
         "device": [str, torch.device],
         "verbose": ["verbose"],
@@ -113,12 +114,21 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
                 f"({self.classes_[0]!r})."
             )
         n = X.shape[0]
-        if sensitive_features is not None:
-            group_codes, self.groups_ = encode_groups(sensitive_features, n)
-        else:
-            group_codes = None
+        if sensitive_features is None:
             self.groups_ = None
+            return X, y_codes, None
+        if self.sensitive_groups is None:
+            group_codes, self.groups_ = encode_groups(sensitive_features, n)
+            return X, y_codes, group_codes
+        group_codes, domain = encode_groups(sensitive_features, n, groups=self.sensitive_groups)
+        if (group_codes < 0).any():
+            raise ValueError(
+                f"sensitive_features holds {int((group_codes < 0).sum())} value(s) outside "
+                f"sensitive_groups={list(domain)[:10]}; list every group there."
+            )
+        self.groups_ = domain
         return X, y_codes, group_codes
+
 
     def _check_privacy_setup(self, n_samples, batch_size):
         """Check batch size, clipping and delta against the data; return q."""

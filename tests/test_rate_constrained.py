@@ -443,3 +443,47 @@ def test_fixed_histogram_scale_is_kept(biased):
     with pytest.raises(ValueError, match="histogram_noise_scale"):
         DPRateConstrainedClassifier(epsilon=1.0, histogram_noise_scale=0.05).fit(
             X, y, sensitive_features=group)
+
+
+def test_public_sensitive_groups(biased):
+    X, y, group = biased
+    names = np.where(group == 1, "b", "a")
+    # the public domain fixes groups_ and the order of group codes
+    clf = DPRateConstrainedClassifier(sensitive_groups=["b", "a", "c"], max_epochs=1,
+                                      random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # group "c" is empty
+        clf.fit(X, y, sensitive_features=names)
+    assert list(clf.groups_) == ["b", "a", "c"]
+    assert clf.constraint_names_[0].startswith("DP[group=b")
+    with pytest.raises(ValueError, match="outside sensitive_groups"):
+        DPRateConstrainedClassifier(sensitive_groups=["a"]).fit(X, y, sensitive_features=names)
+    pairs = np.column_stack([names, np.where(y == 1, "p", "n")])
+    two = DPSGDClassifier(sensitive_groups=[("a", "n"), ("a", "p"), ("b", "n"), ("b", "p")],
+                          batch_size=128, max_epochs=1, random_state=0)
+    two.fit(X, y, sensitive_features=pairs)
+    assert two.groups_[1] == ("a", "p")
+
+
+@settings(max_examples=50, deadline=None)
+@given(values=st.lists(st.floats(-5, 5), min_size=1, max_size=8), radius=st.floats(0.1, 5))
+def test_l1_orthant_projection(values, radius):
+    """Matches a brute-force projection (scipy) onto {lam >= 0, sum lam <= r}."""
+    from scipy.optimize import minimize
+
+    from skdp.fairness._raco import project_l1_orthant
+
+    v = np.asarray(values)
+    got = project_l1_orthant(torch.as_tensor(v), radius).numpy()
+    assert np.all(got >= -1e-12) and got.sum() <= radius + 1e-9
+    res = minimize(lambda x: np.sum((x - v) ** 2), np.zeros_like(v), method="SLSQP",
+                   bounds=[(0, None)] * len(v),
+                   constraints=[{"type": "ineq", "fun": lambda x: radius - x.sum()}])
+    assert np.sum((got - v) ** 2) <= res.fun + 1e-6
+
+
+def test_l1_dual_bound_in_training(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(dual_bound=0.5, dual_bound_type="l1", max_epochs=2,
+                                      random_state=0).fit(X, y, sensitive_features=group)
+    assert np.all(clf.history_["lambda"].sum(1) <= 0.5 + 1e-6)

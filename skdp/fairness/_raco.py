@@ -80,6 +80,30 @@ class RacoNoise:
         return self.gradient is not None
 
 
+def project_l1_orthant(values, radius):
+    """Euclidean projection onto ``{lam >= 0, sum(lam) <= radius}``.
+
+    Sort-based simplex projection, written without data-dependent branching
+    so it needs no host synchronisation.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.fairness._raco import project_l1_orthant
+    >>> project_l1_orthant(torch.tensor([3.0, 1.0, -1.0]), 2.0)
+    tensor([2., 0., 0.])
+    """
+    positive = values.clamp(min=0.0)
+    ordered = positive.sort(descending=True).values
+    cumulative = ordered.cumsum(0)
+    ranks = torch.arange(1, values.shape[0] + 1, dtype=values.dtype, device=values.device)
+    active = (ordered - (cumulative - radius) / ranks) > 0  # true, then false
+    last = (active.sum() - 1).clamp(min=0).reshape(1)
+    shift = (cumulative.gather(0, last) - radius) / (last + 1).to(values.dtype)
+    on_simplex = (positive - shift).clamp(min=0.0)
+    return torch.where(positive.sum() <= radius, positive, on_simplex)
+
+
 def batch_histogram(logits_t, cells_t, dual_rates, temperature):
     """Histogram of predictions per cell for one batch, shape (n_cells + 1, K).
 
@@ -110,7 +134,8 @@ def train_raco(
     backend, onehot, cells, constraints, *, n_steps, sampling_rate, max_grad_norm, noise,
     temperature, dual_learning_rate, dual_bound, dual_rates, min_denominator,
     optimizer, learning_rate, momentum, generator, averaging=0.0, dual_optimism=0.0,
-    clip_constraint_values=False, dual_update="projected", dual_momentum=0.9, verbose=0,
+    clip_constraint_values=False, dual_update="projected", dual_momentum=0.9,
+    dual_bound_type="box", verbose=0,
 ):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
 
@@ -201,7 +226,10 @@ def train_raco(
             lam = (lam + velocity).clamp_(min=0.0)
         else:
             lam = (lam + dual_learning_rate * step_dir).clamp_(min=0.0)
-        lam.clamp_(max=_MAX_MULTIPLIER if dual_bound is None else dual_bound)
+        if dual_bound is not None and dual_bound_type == "l1":
+            lam = project_l1_orthant(lam, dual_bound)
+        else:
+            lam.clamp_(max=_MAX_MULTIPLIER if dual_bound is None else dual_bound)
         if verbose and ((step + 1) % report_every == 0 or step + 1 == n_steps):
             print(
                 f"[RaCO-DP] step {step + 1}/{n_steps}  max lambda {float(lam.max()):.3f}  "

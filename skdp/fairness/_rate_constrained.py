@@ -113,6 +113,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     dual_bound : float or None, default=None
         Upper bound of each multiplier (box ``[0, dual_bound]``); None keeps
         the non-negative orthant.
+    dual_bound_type : {"box", "l1"}, default="box"
+        Shape of the bounded dual domain when ``dual_bound`` is set: the box
+        ``[0, dual_bound]^J``, or the l1 ball ``{lambda >= 0, sum(lambda) <=
+        dual_bound}`` (the bounded-diameter domain of the RaCO-DP analysis).
     dual_update : {"projected", "momentum", "exponentiated"}, default="projected"
         Multiplier update: projected ascent ``lambda <- max(0, lambda + eta g)``,
         the same with heavy-ball momentum ``dual_momentum``, or exponentiated
@@ -151,6 +155,14 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         ``sensitive_features`` when none are passed to ``fit`` and removed from
         the model inputs (also at prediction time). This is the way to use the
         estimator in ``Pipeline``/``GridSearchCV`` without metadata routing.
+    sensitive_groups : array-like or None, default=None
+        The public list of sensitive groups (tuples when several columns form
+        the groups), like ``OneHotEncoder(categories=...)``. When given,
+        ``groups_`` is this list -- so it reveals nothing about which groups
+        occur in the data -- group codes (used by custom constraints) follow
+        its order in every fit and CV fold, and groups outside it are an
+        error. When None, the groups are those seen in ``fit`` and
+        ``groups_`` is treated as public.
     random_state : int, RandomState instance or None, default=None
     device : str, default="cpu"
     verbose : int, default=0
@@ -231,6 +243,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "dual_bound": [Interval(Real, 0, None, closed="neither"), None],
         "dual_rates": [StrOptions({"hard", "soft"})],
         "dual_update": [StrOptions({"projected", "momentum", "exponentiated"})],
+        "dual_bound_type": [StrOptions({"box", "l1"})],
         "dual_momentum": [Interval(Real, 0, 1, closed="left")],
         "min_denominator": [Interval(Real, 0, None, closed="neither")],
         "averaging": [Interval(Real, 0, 1, closed="both")],
@@ -259,6 +272,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         temperature=2.0,
         dual_learning_rate=0.3,
         dual_bound=None,
+        dual_bound_type="box",
         dual_update="projected",
         dual_momentum=0.9,
         dual_rates="hard",
@@ -271,6 +285,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         hidden_layer_sizes=(),
         module=None,
         sensitive_columns=None,
+        sensitive_groups=None,
         random_state=None,
         device="cpu",
         verbose=0,
@@ -293,6 +308,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.temperature = temperature
         self.dual_learning_rate = dual_learning_rate
         self.dual_bound = dual_bound
+        self.dual_bound_type = dual_bound_type
         self.dual_update = dual_update
         self.dual_momentum = dual_momentum
         self.dual_rates = dual_rates
@@ -305,6 +321,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.module = module
         self.sensitive_columns = sensitive_columns
+        self.sensitive_groups = sensitive_groups
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -380,6 +397,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 generator=generator, averaging=self.averaging, dual_optimism=self.dual_optimism,
                 clip_constraint_values=self.clip_constraint_values,
                 dual_update=self.dual_update, dual_momentum=self.dual_momentum,
+                dual_bound_type=self.dual_bound_type,
                 verbose=self.verbose,
             )
         self._store_backend(backend)

@@ -74,6 +74,14 @@ class DPSGDClassifier(BaseDPClassifier):
     sensitive_columns : str, int or list, default=None
         Accepted for interface compatibility with the fairness estimators
         (columns of X removed from the inputs); DP-SGD does not use groups.
+    sensitive_groups : array-like or None, default=None
+        The public list of sensitive groups (tuples when several columns form
+        the groups), like ``OneHotEncoder(categories=...)``. When given,
+        ``groups_`` is this list -- so it reveals nothing about which groups
+        occur in the data -- group codes (used by custom constraints) follow
+        its order in every fit and CV fold, and groups outside it are an
+        error. When None, the groups are those seen in ``fit`` and
+        ``groups_`` is treated as public.
     random_state : int, RandomState instance or None, default=None
         Seeds the torch generator behind sampling, noise and initialisation.
     device : str, default="cpu"
@@ -141,6 +149,7 @@ class DPSGDClassifier(BaseDPClassifier):
         hidden_layer_sizes=(),
         module=None,
         sensitive_columns=None,
+        sensitive_groups=None,
         random_state=None,
         device="cpu",
         verbose=0,
@@ -160,6 +169,7 @@ class DPSGDClassifier(BaseDPClassifier):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.module = module
         self.sensitive_columns = sensitive_columns
+        self.sensitive_groups = sensitive_groups
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
