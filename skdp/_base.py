@@ -197,14 +197,14 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         array = np.ascontiguousarray(array)
         if not array.flags.writeable:
             array = array.copy()
-        tensor = torch.as_tensor(array, dtype=dtype, device=device)
-        if not bool(torch.isfinite(tensor).all()):
+        limit = torch.finfo(dtype).max
+        if array.size and (array.max() > limit or array.min() < -limit):
             raise ValueError(
                 f"X has values too large for {dtype} (|x| > {torch.finfo(dtype).max:.3g}), "
                 "which training cannot clip; rescale or clip the features first (e.g. with "
                 "a scaler or public bounds)."
             )
-        return tensor
+        return torch.as_tensor(array, dtype=dtype, device=device)
 
     def _make_backend(self, X_t, n_outputs, seed):
         module = self._build_module(X_t.shape[1], n_outputs, seed)
