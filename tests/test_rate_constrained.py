@@ -487,3 +487,10 @@ def test_l1_dual_bound_in_training(biased):
     clf = DPRateConstrainedClassifier(dual_bound=0.5, dual_bound_type="l1", max_epochs=2,
                                       random_state=0).fit(X, y, sensitive_features=group)
     assert np.all(clf.history_["lambda"].sum(1) <= 0.5 + 1e-6)
+
+
+def test_single_group_warns(biased):
+    X, y, _ = biased
+    with pytest.warns(UserWarning, match="single group"):
+        DPRateConstrainedClassifier(max_epochs=1, random_state=0).fit(
+            X, y, sensitive_features=np.full(len(y), "a"))

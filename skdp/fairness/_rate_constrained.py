@@ -360,10 +360,14 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         )
         self.constraint_names_ = list(self.constraints_.names)
         if n_groups == 1 and self.constraints_.n_constraints == 0:
+            reason = (
+                "No sensitive features were given" if self.groups_ is None
+                else f"sensitive_features holds a single group ({self.groups_[0]!r})"
+            )
             warnings.warn(
-                "No sensitive features were given, so every record is in one group and the "
-                "group constraints are vacuous; pass sensitive_features= to fit (or set "
-                "sensitive_columns) to enforce them.",
+                f"{reason}, so every record is in one group and the group constraints are "
+                "vacuous; pass sensitive_features= to fit (or set sensitive_columns) with "
+                "at least two groups to enforce them.",
                 UserWarning,
             )
 
