@@ -137,7 +137,6 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
                 "max_grad_norm=inf turns clipping off, which only a non-private fit "
                 "(epsilon=None) can do: the noise scale is proportional to it."
             )
-        self.accountant_ = self.accountant
         if batch_size > n_samples:
             raise ValueError(
                 f"batch_size={batch_size} is larger than the number of training samples "

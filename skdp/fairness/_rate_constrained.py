@@ -375,7 +375,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         q = self._check_privacy_setup(n, self.batch_size_)
         steps = self._n_steps_requested(q)
         start = time.perf_counter()
-        noise, steps = self._calibrate(q, steps)
+        noise, steps, accounted_joint = self._calibrate(q, steps)
         calibration_time = time.perf_counter() - start
 
         generator, seed, device = self._make_generator()
@@ -408,7 +408,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
         self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
-        self._set_privacy_report(noise, q, steps)
+        self._set_privacy_report(noise, q, steps, accounted_joint)
         self._warn_from_history(noise)
         return self
 
@@ -474,10 +474,14 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         return poisson_gaussian_step(joint, sampling_rate), joint
 
     def _calibrate(self, sampling_rate, steps):
-        """Noise scales and step count that fit the budget."""
-        self._accounted_joint = None
+        """Noise scales and step count that fit the budget.
+
+        Returns ``(noise, steps, accounted_joint)``; ``accounted_joint`` is the
+        calibrated joint multiplier when the released noise reproduces it
+        exactly (then accounted as is), else None (account from the scales).
+        """
         if self.epsilon is None:
-            return RacoNoise(histogram_mechanism=self.histogram_noise), steps
+            return RacoNoise(histogram_mechanism=self.histogram_noise), steps, None
         if self.noise_multiplier is None:
             joint = calibrate_noise_multiplier(
                 self.epsilon, self.delta, sampling_rate, steps,
@@ -488,14 +492,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             if exact:
                 # the split reproduces the calibrated joint multiplier (and the
                 # released noise is inflated by 1e-9 so it dominates it)
-                self._accounted_joint = joint
-                return noise, steps
+                return noise, steps, joint
             # Laplace under replace-one: mu(2/b) is not 2 mu(1/b), so check
             # with the accountant and raise the gradient and count noise
             for _ in range(200):
                 event = dpa.SelfComposedDpEvent(self._step_event(noise, sampling_rate)[0], steps)
                 if compute_epsilon(event, self.delta, self.accountant) <= self.epsilon:
-                    return noise, steps
+                    return noise, steps, None
                 noise = RacoNoise(
                     noise.gradient * 1.02, noise.histogram, self.histogram_noise,
                     noise.clip_count * 1.02,
@@ -525,12 +528,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 f"epsilon={self.epsilon} at delta={self.delta} cannot pay for a single step with "
                 f"noise_multiplier={self.noise_multiplier}; raise epsilon or the noise."
             )
-        return noise, affordable
+        return noise, affordable, None
 
-    def _set_privacy_report(self, noise, sampling_rate, steps):
+    def _set_privacy_report(self, noise, sampling_rate, steps, accounted_joint):
         self.n_steps_ = steps
         self.sampling_rate_ = sampling_rate
         self.delta_ = self.delta
+        self.accountant_ = self.accountant
         self.noise_multiplier_ = noise.gradient
         self.histogram_noise_scale_ = noise.histogram
         self.clip_count_noise_ = noise.clip_count
@@ -539,9 +543,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             self.dp_event_ = None
             self.epsilon_ = np.inf
             return
-        if self._accounted_joint is not None:
+        if accounted_joint is not None:
             # calibrated joint multiplier; the released noise dominates it
-            joint = self._accounted_joint
+            joint = accounted_joint
             step_event = poisson_gaussian_step(joint, sampling_rate, neighboring=self.neighboring)
             joint = joint / sensitivity_factor(self.neighboring)
         else:

@@ -222,6 +222,7 @@ class DPSGDClassifier(BaseDPClassifier):
         self.sampling_rate_ = q
         self.noise_multiplier_ = sigma
         self.delta_ = self.delta
+        self.accountant_ = self.accountant
         if sigma is None:
             self.dp_event_ = None
             self.epsilon_ = np.inf
