@@ -2,7 +2,7 @@
 
 import torch
 
-from .privacy import gaussian_noise
+from .privacy import NoiseStream
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -22,11 +22,13 @@ class MomentumSGD:
         self.momentum = momentum
         self.velocity = [torch.zeros_like(p) for p in params] if momentum else None
 
-    def apply(self, grads):
+    def apply(self, grads, scale=1.0):
+        """Step along ``scale * grads`` (the scale is folded into the step
+        size: momentum is linear, so this saves a pass over the gradients)."""
         for i, (p, g) in enumerate(zip(self.params, grads)):
             if self.velocity is not None:
                 g = self.velocity[i].mul_(self.momentum).add_(g)
-            p.add_(g, alpha=-self.learning_rate)
+            p.add_(g, alpha=-self.learning_rate * scale)
 
 
 class TorchOptimizer:
@@ -36,9 +38,9 @@ class TorchOptimizer:
         self.optimizer = optimizer
         self.params = params
 
-    def apply(self, grads):
+    def apply(self, grads, scale=1.0):
         for p, g in zip(self.params, grads):
-            p.grad = g
+            p.grad = g.mul_(scale) if scale != 1.0 else g
         self.optimizer.step()
         for p in self.params:
             p.grad = None
@@ -53,19 +55,28 @@ def make_optimizer(name, params, learning_rate, momentum=0.0):
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}.")
 
 
-def noisy_update(optimizer, grad_sums, noise_std, expected_batch, generator):
+def noisy_update(optimizer, grad_sums, noise_std, expected_batch, noise):
     """Add N(0, noise_std^2) to clipped sums, average by the expected batch, step.
 
-    Dividing by the *expected* Poisson batch size (not the realised one) keeps
-    the update a post-processing of the noisy sum. ``grad_sums`` are consumed
-    (modified in place).
+    ``noise`` is a :class:`~skdp.privacy.NoiseStream` of standard normal
+    vectors as long as all the sums together (unused when ``noise_std`` is
+    0). Dividing by the *expected* Poisson batch size (not the realised one)
+    keeps the update a post-processing of the noisy sum. ``grad_sums`` are
+    consumed (modified in place).
     """
-    grads = []
-    for total in grad_sums:
-        if noise_std > 0:
-            total.add_(gaussian_noise(total, noise_std, generator))
-        grads.append(total.div_(expected_batch))
-    optimizer.apply(grads)
+    if noise_std > 0:
+        row, offset = noise.next(), 0
+        for total in grad_sums:
+            size = total.numel()
+            total.add_(row[offset : offset + size].view(total.shape), alpha=noise_std)
+            offset += size
+    optimizer.apply(grad_sums, 1.0 / expected_batch)
+
+
+def gradient_noise_stream(parameters, generator):
+    """Standard normal stream for the noise of all ``parameters`` at once."""
+    size = sum(p.numel() for p in parameters)
+    return NoiseStream(size, generator, dtype=parameters[0].dtype)
 
 
 class TailAverage:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .._training import TailAverage, make_optimizer, noisy_update
-from ..privacy import PoissonSampler, gaussian_noise, laplace_noise
+from .._training import TailAverage, gradient_noise_stream, make_optimizer, noisy_update
+from ..privacy import NoiseStream, PoissonSampler, gaussian_noise
 from ._rates import dual_quantities
 
 
@@ -121,14 +121,6 @@ def batch_histogram(logits_t, cells_t, dual_rates, temperature):
     return cells_t @ rows_t.T
 
 
-def _add_histogram_noise(hist, noise, generator):
-    if not noise.private:
-        return hist
-    if noise.histogram_mechanism == "laplace":
-        return hist + laplace_noise(hist, noise.histogram, generator)
-    return hist + gaussian_noise(hist, noise.histogram, generator)
-
-
 @torch.no_grad()
 def train_raco(
     backend, onehot, cells, constraints, *, n_steps, sampling_rate, max_grad_norm, noise,
@@ -162,8 +154,6 @@ def train_raco(
     """
     n, n_classes = onehot.shape
     n_cells = constraints.membership.shape[1]
-    n_sets = constraints.membership.shape[0]
-    n_constraints = constraints.tolerance.shape[0]
     expected_batch = sampling_rate * n
     clip = max_grad_norm
     grad_std = noise.gradient * max_grad_norm if noise.private else 0.0
@@ -171,6 +161,10 @@ def train_raco(
     opt = make_optimizer(optimizer, backend.parameters, learning_rate, momentum)
     average = TailAverage(backend.parameters, n_steps, averaging)
     dtype, device = onehot.dtype, onehot.device
+    grad_noise = gradient_noise_stream(backend.parameters, generator)
+    hist_noise = NoiseStream(
+        (n_cells + 1) * n_classes, generator, dtype=dtype, kind=noise.histogram_mechanism
+    )
     # class-major per-record columns gathered once per step: labels, then
     # the one-hot cell (cell n_cells collects records no constraint uses)
     columns = torch.cat(
@@ -178,16 +172,12 @@ def train_raco(
     ).contiguous()
     # multiplicative updates cannot leave 0, so they start just above it
     start_value = 1e-3 if dual_update == "exponentiated" else 0.0
-    lam = torch.full((n_constraints,), start_value, dtype=dtype, device=device)
-    previous = torch.zeros(n_constraints, dtype=dtype, device=device)
-    velocity = torch.zeros(n_constraints, dtype=dtype, device=device)
+    lam = torch.full((constraints.tolerance.shape[0],), start_value, dtype=dtype, device=device)
+    previous = torch.zeros_like(lam)
+    velocity = torch.zeros_like(lam)
     tolerance = constraints.tolerance
-    # one row per step: lambda, noisy values, noisy sizes, noisy batch, noisy
-    # clipped count, then the noisy histogram (n_cells + 1 cells x K)
-    n_hist = (n_cells + 1) * n_classes
-    record = torch.zeros(
-        (n_steps, 2 * n_constraints + n_sets + 2 + n_hist), dtype=dtype, device=device
-    )
+    # per-step releases, stacked at the end (a list append costs nothing)
+    lambdas, values_seen, sizes_seen, hists, clipped_counts = [], [], [], [], []
     report_every = max(1, n_steps // 10)
     start = time.perf_counter()
     sampler = PoissonSampler(n, sampling_rate, generator)
@@ -195,9 +185,9 @@ def train_raco(
         batch, logits_t = backend.forward(idx)
         picked = columns.index_select(1, idx)
         onehot_t, cells_t = picked[:n_classes], picked[n_classes:]
-        hist = _add_histogram_noise(
-            batch_histogram(logits_t, cells_t, dual_rates, temperature), noise, generator
-        )
+        hist = batch_histogram(logits_t, cells_t, dual_rates, temperature)
+        if noise.private:
+            hist.add_(hist_noise.next().view(hist.shape), alpha=noise.histogram)
         values, weights, sizes = dual_quantities(
             hist[:n_cells], lam, constraints, min_denominator, clip_constraint_values
         )
@@ -206,12 +196,15 @@ def train_raco(
         sums, sq_norms = backend.clipped_grad_sum(
             idx, batch, logits_t, head, (onehot_t, weights_t), clip
         )
-        clipped = (sq_norms > clip * clip).sum().to(dtype).reshape(1)
-        if noise.private:
-            clipped += gaussian_noise(clipped, noise.clip_count, generator)
-        noisy_update(opt, sums, grad_std, expected_batch, generator)
+        # exact count of clipped records; its noise is added after the loop
+        # (independent of everything the loop computes from it: nothing)
+        clipped_counts.append((sq_norms > clip * clip).sum())
+        noisy_update(opt, sums, grad_std, expected_batch, grad_noise)
         average.update(step)
-        record[step] = torch.cat([lam, values, sizes, hist.sum().reshape(1), clipped, hist.reshape(-1)])
+        lambdas.append(lam)
+        values_seen.append(values)
+        sizes_seen.append(sizes)
+        hists.append(hist)
         # optimistic ascent: the extra (g_t - g_{t-1}) term damps the cycling
         # of descent-ascent; both are post-processing of noisy releases
         step_dir = values + dual_optimism * (values - previous) if dual_optimism else values
@@ -236,15 +229,18 @@ def train_raco(
                 f"max noisy violation {float(values.max()):+.3f}  "
                 f"elapsed {time.perf_counter() - start:.2f}s"
             )
-    j, m = n_constraints, n_sets
-    batch_size = record[:, 2 * j + m]
+    hist_all = torch.stack(hists)
+    batch_size = hist_all.sum((1, 2))
+    clipped = torch.stack(clipped_counts).to(dtype)
+    if noise.private:
+        clipped += gaussian_noise(clipped, noise.clip_count, generator)
     history = {
-        "lambda": record[:, :j],
-        "constraint_values": record[:, j : 2 * j],
-        "denominators": record[:, 2 * j : 2 * j + m],
+        "lambda": torch.stack(lambdas),
+        "constraint_values": torch.stack(values_seen),
+        "denominators": torch.stack(sizes_seen),
         "batch_size": batch_size,
-        "clipped_fraction": record[:, 2 * j + m + 1] / batch_size.clamp_min(1.0),
-        "histogram": record[:, 2 * j + m + 2 :].reshape(n_steps, n_cells + 1, n_classes),
+        "clipped_fraction": clipped / batch_size.clamp_min(1.0),
+        "histogram": hist_all,
     }
     average.finalize()
     history["final_lambda"] = lam

@@ -4,7 +4,7 @@ import time
 
 import torch
 
-from .._training import make_optimizer, noisy_update
+from .._training import gradient_noise_stream, make_optimizer, noisy_update
 from ..models import CrossEntropyHead
 from ..privacy import PoissonSampler
 
@@ -34,6 +34,7 @@ def train_dpsgd(
     noise_std = noise_multiplier * max_grad_norm if private else 0.0
     opt = make_optimizer(optimizer, backend.parameters, learning_rate, momentum)
     head = CrossEntropyHead()
+    noise = gradient_noise_stream(backend.parameters, generator)
     clipped = torch.zeros(n_steps, device=onehot.device)
     sizes = torch.zeros(n_steps, dtype=torch.long, device=onehot.device)
     report_every = max(1, n_steps // 10)
@@ -43,7 +44,7 @@ def train_dpsgd(
         batch, logits = backend.forward(idx)
         targets = (onehot_t.index_select(1, idx),)
         sums, sq_norms = backend.clipped_grad_sum(idx, batch, logits, head, targets, clip)
-        noisy_update(opt, sums, noise_std, expected_batch, generator)
+        noisy_update(opt, sums, noise_std, expected_batch, noise)
         if verbose:
             clipped[step] = (sq_norms > clip**2).float().mean() if idx.numel() else 0.0
             sizes[step] = idx.numel()

@@ -26,13 +26,19 @@ class LinearBackend:
         # one gather per step: inputs with their squared norms in a last column
         self._rows = torch.cat([inputs, inputs.square().sum(1, keepdim=True)], dim=1)
         self._width = inputs.shape[1]
-        self.weights = torch.zeros((n_outputs, self._width), dtype=X.dtype, device=X.device)
+        # The weights are a view of a matrix with a zero last column, so the
+        # logits and the gradient sum are products with whole gathered rows:
+        # a column slice of the batch would cost BLAS a strided copy.
+        self._padded = torch.zeros(
+            (n_outputs, self._width + 1), dtype=X.dtype, device=X.device
+        )
+        self.weights = self._padded[:, : self._width]
         self.parameters = [self.weights]
 
     def forward(self, idx):
         """Return ``(batch, logits_t)`` for the rows ``idx``; logits class-major."""
         batch = self._rows.index_select(0, idx)
-        return batch, self.weights @ batch[:, : self._width].T
+        return batch, self._padded @ batch.T
 
     def clipped_grad_sum(self, idx, batch, logits_t, head, targets_t, max_norm):
         """Clipped per-sample gradient sum (list aligned with ``parameters``).
@@ -41,9 +47,10 @@ class LinearBackend:
         """
         out_grad = head.output_grad(logits_t, *targets_t)
         total, sq_norms = clipped_linear_sum(
-            batch[:, : self._width], out_grad, max_norm, input_sq_norms=batch[:, -1]
+            batch, out_grad, max_norm, input_sq_norms=batch[:, -1]
         )
-        return [total], sq_norms
+        # the last column multiplies the squared-norm column: not a gradient
+        return [total[:, : self._width]], sq_norms
 
     def predict_logits(self, X):
         return X @ self.weights[:, :-1].T + self.weights[:, -1]

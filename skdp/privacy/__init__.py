@@ -22,10 +22,11 @@ from ._accounting import (
     sensitivity_factor,
 )
 from ._clipping import clip_factors, clipped_linear_sum, clipped_module_sum
-from ._noise import gaussian_noise, laplace_noise
+from ._noise import NoiseStream, gaussian_noise, laplace_noise
 from ._sampling import PoissonSampler
 
 __all__ = [
+    "NoiseStream",
     "PoissonSampler",
     "clip_factors",
     "clipped_linear_sum",

@@ -42,3 +42,58 @@ def laplace_noise(like, scale, generator):
     first = torch.empty_like(like).exponential_(generator=generator)
     second = torch.empty_like(like).exponential_(generator=generator)
     return first.sub_(second).mul_(scale)
+
+
+class NoiseStream:
+    """Unit-scale noise vectors drawn a block of steps at a time.
+
+    A training loop needs one fresh noise vector per step. Drawing them
+    ``block_steps`` at a time costs one generator call per block instead of
+    three tensor operations per step; the vectors are independent of the
+    data and of each other, exactly as if drawn one by one.
+
+    Parameters
+    ----------
+    size : int
+        Length of each vector.
+    generator : torch.Generator
+    dtype : torch.dtype, default=torch.float32
+    kind : {"gaussian", "laplace"}, default="gaussian"
+        Standard normal, or Laplace of scale 1.
+    block_steps : int, default=256
+        Vectors per draw; reduced so that a block holds at most 2**22 values.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import NoiseStream
+    >>> stream = NoiseStream(3, torch.Generator().manual_seed(0))
+    >>> stream.next().shape
+    torch.Size([3])
+    """
+
+    def __init__(self, size, generator, *, dtype=torch.float32, kind="gaussian", block_steps=256):
+        if kind not in ("gaussian", "laplace"):
+            raise ValueError(f"kind must be 'gaussian' or 'laplace', got {kind!r}.")
+        self.size = int(size)
+        self.generator = generator
+        self.dtype = dtype
+        self.kind = kind
+        self.block_steps = max(1, min(int(block_steps), 2**22 // max(self.size, 1)))
+        self._block = None
+        self._used = self.block_steps
+
+    def next(self):
+        """Return the next noise vector, shape (size,)."""
+        if self._used == self.block_steps:
+            shape = torch.empty(
+                (self.block_steps, self.size), dtype=self.dtype, device=self.generator.device
+            )
+            if self.kind == "laplace":
+                self._block = laplace_noise(shape, 1.0, self.generator)
+            else:
+                self._block = shape.normal_(generator=self.generator)
+            self._used = 0
+        row = self._block[self._used]
+        self._used += 1
+        return row
