@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._groups import _is_dataframe, encode_groups, select_columns
 from .models import make_backend, make_mlp
-from .privacy import ACCOUNTANTS, NEIGHBORING
+from .privacy import ACCOUNTANTS, NEIGHBORING, SecureGenerator
 
 
 def split_sensitive_columns(X, sensitive_columns):
@@ -61,6 +61,11 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
 
     Subclasses implement ``_fit_private(X, y_codes, groups)`` that trains and
     sets ``self._backend_state``, and the privacy attributes.
+
+    The optional parameters ``sample_rate`` (Poisson rate used instead of
+    ``batch_size``) and ``secure_rng`` (draw sampling and noise from the OS
+    CSPRNG) are read with ``getattr``, so a subclass without them behaves as
+    if they were None and False.
     """
 
     _parameter_constraints = {
@@ -68,6 +73,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "max_grad_norm": [Interval(Real, 0, None, closed="right")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "sample_rate": [Interval(Real, 0, 1, closed="right"), None],
         "max_epochs": [Interval(Real, 0, None, closed="neither")],
         "max_steps": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
@@ -81,6 +87,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         "sensitive_columns": [str, Integral, list, tuple, None],
         "sensitive_groups": ["array-like", None],
         "random_state": ["random_state"],
+        "secure_rng": ["boolean"],
         "device": [str, torch.device],
         "verbose": ["verbose"],
     }
@@ -131,18 +138,22 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
 
 
     def _check_privacy_setup(self, n_samples, batch_size):
-        """Check batch size, clipping and delta against the data; return q."""
+        """Check the sampling, clipping and delta against the data; return q.
+
+        The Poisson sampling rate q is ``sample_rate`` when the estimator has
+        one set (``batch_size`` is then ignored), else
+        ``batch_size / n_samples``.
+        """
         if self.epsilon is not None and not np.isfinite(self.max_grad_norm):
             raise ValueError(
                 "max_grad_norm=inf turns clipping off, which only a non-private fit "
                 "(epsilon=None) can do: the noise scale is proportional to it."
             )
-        if batch_size > n_samples:
-            raise ValueError(
-                f"batch_size={batch_size} is larger than the number of training samples "
-                f"({n_samples}); use batch_size <= {n_samples} (a few percent of the data is "
-                "typical for DP-SGD)."
-            )
+        sample_rate = getattr(self, "sample_rate", None)
+        if sample_rate is None:
+            q = self._rate_from_batch_size(n_samples, batch_size)
+        else:
+            q = self._checked_sample_rate(n_samples, sample_rate)
         if self.epsilon is not None and self.delta >= 1.0 / n_samples:
             warnings.warn(
                 f"delta={self.delta:g} is not smaller than 1/n_samples={1.0 / n_samples:.3g}; "
@@ -150,7 +161,34 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
                 "delta well below 1/n_samples.",
                 UserWarning,
             )
+        return q
+
+    @staticmethod
+    def _rate_from_batch_size(n_samples, batch_size):
+        if batch_size > n_samples:
+            raise ValueError(
+                f"batch_size={batch_size} is larger than the number of training samples "
+                f"({n_samples}); use batch_size <= {n_samples} (a few percent of the data is "
+                "typical for DP-SGD)."
+            )
         return batch_size / n_samples
+
+    @staticmethod
+    def _checked_sample_rate(n_samples, sample_rate):
+        # relative slack so that sample_rate=1/n_samples passes despite rounding
+        if sample_rate * n_samples < 1.0 - 1e-9:
+            raise ValueError(
+                f"sample_rate={sample_rate:g} gives an expected batch of "
+                f"{sample_rate * n_samples:.3g} records on {n_samples} training samples, less "
+                f"than one; use sample_rate >= 1/n_samples = {1.0 / n_samples:.3g} (a few "
+                "percent is typical for DP-SGD), or sample_rate=None and batch_size."
+            )
+        return float(sample_rate)
+
+    @staticmethod
+    def _expected_batch_size(n_samples, sampling_rate):
+        """The expected Poisson batch ``sampling_rate * n_samples``, rounded."""
+        return max(1, int(round(sampling_rate * n_samples)))
 
     def _n_steps_requested(self, sampling_rate):
         if self.max_steps is not None:
@@ -158,10 +196,18 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         return max(1, int(round(self.max_epochs / sampling_rate)))
 
     def _make_generator(self):
-        """Seeded torch generator on ``device``, plus the seed for module init."""
+        """Generator for sampling and noise, seed for module init, and device.
+
+        Returns ``(generator, seed, device)``. The seed always comes from
+        ``random_state``. The generator is a torch generator on ``device``
+        seeded with it, or, when ``secure_rng`` is True, a
+        :class:`~skdp.privacy.SecureGenerator` (the OS CSPRNG, unseeded).
+        """
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(np.iinfo(np.int32).max))
         device = torch.device(self.device)
+        if getattr(self, "secure_rng", False):
+            return SecureGenerator(device), seed, device
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
         return generator, seed, device

@@ -266,3 +266,106 @@ def test_batchnorm_and_dropout_rejected(data, layer):
 
     with pytest.raises(ValueError, match="GroupNorm"):
         DPSGDClassifier(module=factory, batch_size=128).fit(X, y)
+
+
+# ----------------------------------------------------------- secure_rng
+def test_secure_rng_fits_are_not_reproducible(data):
+    X, y = data
+    params = dict(batch_size=128, max_steps=30, random_state=0)
+    seeded = [DPSGDClassifier(**params).fit(X, y) for _ in range(2)]
+    np.testing.assert_array_equal(seeded[0].coef_, seeded[1].coef_)
+    secure = [DPSGDClassifier(secure_rng=True, **params).fit(X, y) for _ in range(2)]
+    assert not np.allclose(secure[0].coef_, secure[1].coef_)
+    assert not np.allclose(secure[0].coef_, seeded[0].coef_)
+    # the privacy report depends on public settings only
+    assert secure[0].epsilon_ == seeded[0].epsilon_
+    assert secure[0].noise_multiplier_ == seeded[0].noise_multiplier_
+
+
+def test_secure_rng_uses_the_os_generator(data, monkeypatch):
+    from skdp.privacy import SecureGenerator
+
+    X, y = data
+    calls = []
+    original = SecureGenerator.random
+    monkeypatch.setattr(SecureGenerator, "random",
+                        lambda self, size: calls.append(size) or original(self, size))
+    DPSGDClassifier(batch_size=128, max_steps=5, secure_rng=True, random_state=0).fit(X, y)
+    assert calls  # sampling and noise both drew from os.urandom
+    calls.clear()
+    DPSGDClassifier(batch_size=128, max_steps=5, random_state=0).fit(X, y)
+    assert not calls
+
+
+def test_secure_rng_on_the_module_path_keeps_seeded_initialisation(data):
+    X, y = data
+    params = dict(hidden_layer_sizes=(4,), batch_size=128, random_state=0)
+    # with no step taken the model is its initialisation, which random_state still seeds
+    untrained = [
+        DPSGDClassifier(epsilon=None, max_steps=1, learning_rate=1e-12, secure_rng=secure,
+                        **params).fit(X, y)
+        for secure in (False, True)
+    ]
+    for key, value in untrained[0].module_state_.items():
+        np.testing.assert_allclose(untrained[1].module_state_[key], value, atol=1e-9)
+    clf = DPSGDClassifier(secure_rng=True, max_steps=20, **params).fit(X, y)
+    assert all(np.isfinite(v).all() for v in clf.module_state_.values())
+
+
+def test_secure_rng_is_validated(data):
+    X, y = data
+    with pytest.raises(ValueError, match="secure_rng"):
+        DPSGDClassifier(secure_rng="yes").fit(X, y)
+
+
+# ----------------------------------------------------------- sample_rate
+def test_sample_rate_matches_equivalent_batch_size(data):
+    X, y = data
+    q = 0.04  # 120 of the 3000 records
+    by_rate = DPSGDClassifier(sample_rate=q, max_epochs=2, random_state=0).fit(X, y)
+    by_size = DPSGDClassifier(batch_size=120, max_epochs=2, random_state=0).fit(X, y)
+    assert by_rate.sampling_rate_ == q
+    assert by_rate.batch_size_ == by_size.batch_size_ == 120
+    assert by_rate.n_steps_ == by_size.n_steps_
+    assert by_rate.epsilon_ == by_size.epsilon_
+    assert by_rate.dp_event_ == by_size.dp_event_
+    np.testing.assert_array_equal(by_rate.coef_, by_size.coef_)
+
+
+def test_sample_rate_takes_precedence_over_batch_size(data):
+    X, y = data
+    clf = DPSGDClassifier(batch_size=10_000, sample_rate=0.05, max_steps=5,
+                          random_state=0).fit(X, y)  # batch_size > n_samples is ignored
+    assert clf.sampling_rate_ == 0.05
+    assert clf.batch_size_ == 150
+    assert clf.dp_event_.event.sampling_probability == 0.05
+
+
+def test_full_batch_sample_rate(data):
+    X, y = data
+    clf = DPSGDClassifier(sample_rate=1, max_steps=3, random_state=0).fit(X, y)
+    assert clf.sampling_rate_ == 1.0 and clf.batch_size_ == len(X)
+
+
+@pytest.mark.parametrize("bad", [0, 0.0, -0.1, 1.5, "0.1"])
+def test_invalid_sample_rate_rejected(data, bad):
+    X, y = data
+    with pytest.raises(ValueError, match="sample_rate"):
+        DPSGDClassifier(sample_rate=bad).fit(X, y)
+
+
+def test_sample_rate_below_one_record_rejected(data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"sample_rate=0.0001 .* less than one; use "
+                                         r"sample_rate >= 1/n_samples"):
+        DPSGDClassifier(sample_rate=1e-4).fit(X, y)
+    # exactly one expected record is allowed, despite rounding in 1/n * n
+    n = 49  # (1 / 49) * 49 < 1 in floating point
+    assert (1 / n) * n < 1
+    clf = DPSGDClassifier(epsilon=None, sample_rate=1 / n, max_steps=2).fit(X[:n], y[:n])
+    assert clf.batch_size_ == 1
+
+
+def test_new_parameters_in_get_params():
+    params = DPSGDClassifier().get_params()
+    assert params["sample_rate"] is None and params["secure_rng"] is False

@@ -11,11 +11,17 @@ from scipy import stats
 
 from skdp.models import CrossEntropyHead, LinearBackend, ModuleBackend
 from skdp.privacy import (
+    NoiseStream,
     PoissonSampler,
+    SecureGenerator,
     clipped_linear_sum,
     clipped_module_sum,
+    exponential_,
     gaussian_noise,
+    is_secure,
     laplace_noise,
+    normal_,
+    uniform_,
 )
 
 finite = st.floats(-50, 50, allow_nan=False, width=32)
@@ -146,3 +152,131 @@ def test_noise_distributions():
     lap = laplace_noise(torch.zeros(200_000, dtype=torch.float64), 2.0, gen).numpy()
     assert stats.kstest(g / 3.0, "norm").pvalue > 1e-3
     assert stats.kstest(lap, "laplace", args=(0.0, 2.0)).pvalue > 1e-3
+
+
+# --------------------------------------------------------- secure randomness
+N_DRAWS = 200_000
+# Secure draws cannot be seeded: statistical checks use thresholds that a correct
+# sampler misses about once in a million runs.
+
+
+def test_secure_generator_device_and_repr():
+    generator = SecureGenerator()
+    assert generator.device == torch.device("cpu")
+    assert SecureGenerator("cpu").device == torch.device("cpu")
+    assert "SecureGenerator" in repr(generator)
+    assert is_secure(generator) and not is_secure(torch.Generator())
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+def test_secure_uniforms_lie_in_half_open_unit_interval(dtype):
+    u = uniform_(torch.empty(N_DRAWS, dtype=dtype), SecureGenerator())
+    assert u.dtype == dtype
+    assert bool((u > 0).all()) and bool((u <= 1).all())
+    assert abs(float(u.double().mean()) - 0.5) < 0.01
+
+
+def test_secure_uniforms_are_uniform_and_fresh():
+    generator = SecureGenerator()
+    u = generator.random(N_DRAWS)
+    assert u.dtype == np.float64 and u.min() > 0 and u.max() <= 1
+    assert stats.kstest(u, "uniform").pvalue > 1e-6
+    # 53 random bits each: two draws never coincide
+    assert not np.array_equal(u[:1000], generator.random(1000))
+
+
+def test_seeded_uniforms_follow_torch_rand():
+    """The torch path draws torch.rand's stream and maps it to (0, 1]."""
+    u = uniform_(torch.empty(1000, dtype=torch.float64), torch.Generator().manual_seed(5))
+    expected = 1.0 - torch.rand(1000, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(u, expected)
+
+
+def test_seeded_noise_follows_torch_methods():
+    """Seeded noise is exactly what torch's own samplers draw (reproducible fits)."""
+    like = torch.zeros(500)
+    g = gaussian_noise(like, 2.0, torch.Generator().manual_seed(7))
+    assert torch.equal(g, torch.empty(500).normal_(generator=torch.Generator().manual_seed(7)) * 2.0)
+    lap = laplace_noise(like, 2.0, torch.Generator().manual_seed(7))
+    gen = torch.Generator().manual_seed(7)
+    first = torch.empty(500).exponential_(generator=gen)
+    second = torch.empty(500).exponential_(generator=gen)
+    assert torch.equal(lap, (first - second) * 2.0)
+
+
+def test_seeded_geometric_gaps_are_unchanged():
+    """Gaps are floor(log1p(-V) / log(1 - q)) + 1 of torch.rand's V, bit for bit."""
+    q = 0.07
+    sampler = PoissonSampler(1000, q, torch.Generator().manual_seed(11))
+    gaps = sampler._geometric_gaps(8, 50, torch.device("cpu"))
+    v = torch.rand((8, 50), dtype=torch.float64, generator=torch.Generator().manual_seed(11))
+    assert torch.equal(gaps, torch.floor(torch.log1p(-v) / math.log1p(-q)) + 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_secure_gaussian_noise(dtype):
+    std = 3.0
+    noise = gaussian_noise(torch.zeros(N_DRAWS, dtype=dtype), std, SecureGenerator())
+    assert noise.dtype == dtype
+    sample = noise.double().numpy()
+    assert abs(sample.mean() / std) < 0.02
+    assert abs(sample.std() / std - 1.0) < 0.02
+    assert stats.kstest(sample / std, "norm").pvalue > 1e-6
+
+
+def test_secure_gaussian_noise_of_odd_length():
+    """Box-Muller draws pairs; an odd count still gets exactly its values."""
+    noise = gaussian_noise(torch.zeros(3, 5, 7), 1.0, SecureGenerator())
+    assert noise.shape == (3, 5, 7) and bool(torch.isfinite(noise).all())
+    assert len(torch.unique(noise)) == noise.numel()
+
+
+def test_secure_laplace_noise():
+    scale = 2.0
+    noise = laplace_noise(torch.zeros(N_DRAWS, dtype=torch.float64), scale, SecureGenerator())
+    sample = noise.numpy()
+    assert abs(np.abs(sample).mean() / scale - 1.0) < 0.02  # E|Lap(b)| = b
+    assert abs(sample.mean() / scale) < 0.02
+    assert stats.kstest(sample, "laplace", args=(0.0, scale)).pvalue > 1e-6
+
+
+def test_secure_exponential():
+    sample = exponential_(torch.empty(N_DRAWS, dtype=torch.float64), SecureGenerator()).numpy()
+    assert sample.min() >= 0 and np.isfinite(sample).all()
+    assert stats.kstest(sample, "expon").pvalue > 1e-6
+
+
+def test_secure_noise_is_not_reproducible():
+    like = torch.zeros(100)
+    assert not torch.equal(gaussian_noise(like, 1.0, SecureGenerator()),
+                           gaussian_noise(like, 1.0, SecureGenerator()))
+
+
+def test_secure_fill_rejects_integer_tensors():
+    with pytest.raises(TypeError, match="floating-point"):
+        normal_(torch.zeros(3, dtype=torch.int64), SecureGenerator())
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace"])
+def test_secure_noise_stream(kind):
+    stream = NoiseStream(50, SecureGenerator(), dtype=torch.float64, kind=kind, block_steps=64)
+    rows = torch.stack([stream.next() for _ in range(1000)])  # crosses many blocks
+    assert rows.shape == (1000, 50) and rows.dtype == torch.float64
+    assert len(torch.unique(rows)) == rows.numel()
+    reference = "norm" if kind == "gaussian" else "laplace"
+    assert stats.kstest(rows.flatten().numpy(), reference).pvalue > 1e-6
+
+
+@pytest.mark.parametrize("n, q", [(5000, 0.01), (300, 0.2), (100, 1.0)])
+def test_poisson_sampler_with_secure_generator(n, q):
+    steps = 400
+    batches = list(PoissonSampler(n, q, SecureGenerator(), chunk_steps=64).batches(steps))
+    assert len(batches) == steps
+    sizes = np.array([len(b) for b in batches])
+    mean, sd = n * q, math.sqrt(n * q * (1 - q))
+    assert abs(sizes.mean() - mean) <= 5 * sd / math.sqrt(steps) + 1e-9
+    for b in batches[:20]:
+        assert b.dtype == torch.int64
+        if len(b):
+            assert int(b.min()) >= 0 and int(b.max()) < n
+            assert len(torch.unique(b)) == len(b)

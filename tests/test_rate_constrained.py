@@ -494,3 +494,155 @@ def test_single_group_warns(biased):
     with pytest.warns(UserWarning, match="single group"):
         DPRateConstrainedClassifier(max_epochs=1, random_state=0).fit(
             X, y, sensitive_features=np.full(len(y), "a"))
+
+
+# ------------------------------------------------ denominators, iterates, diagnostics
+def test_expected_denominators_are_accounted_once(biased):
+    import dp_accounting as dpa
+
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        epsilon=1.0, denominator="expected", max_epochs=2, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    assert isinstance(clf.dp_event_, dpa.ComposedDpEvent)
+    initial, training = clf.dp_event_.events
+    assert isinstance(initial, dpa.GaussianDpEvent)
+    assert training.count == clf.n_steps_
+    fresh = pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+    assert fresh.compose(clf.dp_event_).get_epsilon(clf.delta_) == pytest.approx(clf.epsilon_)
+    assert 0.99 <= clf.epsilon_ <= 1.0
+    # the sizes used at every step are the expected ones, close to q * |group|
+    denominators = clf.history_["denominators"]
+    np.testing.assert_allclose(denominators, np.broadcast_to(clf.expected_sizes_, denominators.shape))
+    exact = clf.sampling_rate_ * np.bincount(group)
+    np.testing.assert_allclose(clf.expected_sizes_, exact, rtol=0.05)
+    curve = clf.privacy_curve(4)
+    assert curve[-1, 1] == pytest.approx(clf.epsilon_)
+    assert np.all(np.diff(curve[:, 1]) > 0)
+    assert curve[0, 1] > 0  # the one-off release is paid before the first step
+
+
+def test_expected_denominators_without_noise_are_exact(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        epsilon=None, denominator="expected", max_epochs=1, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    np.testing.assert_allclose(clf.expected_sizes_, clf.sampling_rate_ * np.bincount(group))
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
+def test_separate_noisy_counts_are_in_the_joint_step(biased, mechanism):
+    from skdp.privacy import joint_noise_multiplier
+
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        epsilon=1.0, denominator="separate_noisy", histogram_noise=mechanism, max_epochs=2,
+        random_state=0,
+    ).fit(X, y, sensitive_features=group)
+    assert clf.cell_count_noise_ is not None
+    gaussian = [clf.noise_multiplier_, clf.clip_count_noise_]
+    pure = []
+    for scale in (clf.histogram_noise_scale_, clf.cell_count_noise_):
+        (gaussian if mechanism == "gaussian" else pure).append(
+            scale if mechanism == "gaussian" else 1.0 / scale)
+    assert joint_noise_multiplier(gaussian, pure) >= clf.joint_noise_multiplier_ * (1 - 1e-9)
+    assert clf.epsilon_ <= 1.0
+    plain = DPRateConstrainedClassifier(
+        epsilon=1.0, histogram_noise=mechanism, max_epochs=2, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    # the histogram's share is split with the counts, so it is noisier
+    assert clf.histogram_noise_scale_ > plain.histogram_noise_scale_
+    assert clf.noise_multiplier_ == pytest.approx(plain.noise_multiplier_)
+
+
+def test_separate_counts_without_noise_count_the_batch(biased):
+    """Demographic parity's local sets are the groups: their sizes add up to the batch."""
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        epsilon=None, denominator="separate_noisy", max_epochs=1, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    np.testing.assert_allclose(clf.history_["denominators"].sum(1), clf.history_["batch_size"])
+
+
+def test_freeze_denominators_keeps_the_first_sizes(biased):
+    X, y, group = biased
+    for denominator in ("histogram", "separate_noisy"):
+        clf = DPRateConstrainedClassifier(
+            epsilon=1.0, denominator=denominator, freeze_denominators=True, max_epochs=1,
+            random_state=0,
+        ).fit(X, y, sensitive_features=group)
+        sizes = clf.history_["denominators"]
+        np.testing.assert_array_equal(sizes, np.broadcast_to(sizes[0], sizes.shape))
+
+
+def test_return_iterate_last_is_unaveraged(biased):
+    X, y, group = biased
+    kw = dict(epsilon=1.0, max_epochs=1, random_state=0)
+    last = DPRateConstrainedClassifier(return_iterate="last", **kw).fit(
+        X, y, sensitive_features=group)
+    zero = DPRateConstrainedClassifier(averaging=0.0, **kw).fit(X, y, sensitive_features=group)
+    averaged = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
+    np.testing.assert_array_equal(last.coef_, zero.coef_)
+    assert not np.allclose(last.coef_, averaged.coef_)
+
+
+def test_best_checkpoint_is_flagged_non_private(biased):
+    X, y, group = biased
+    with pytest.warns(UserWarning, match="not private"):
+        clf = DPRateConstrainedClassifier(
+            tolerance=0.1, epsilon=2.0, return_iterate="best_checkpoint", random_state=0
+        ).fit(X, y, sensitive_features=group)
+    assert clf.epsilon_ == np.inf
+    assert 0 < clf.training_epsilon_ <= 2.0
+    assert clf.checkpoint_step_ % max(1, clf.n_steps_ // 20) == 0
+    # the chosen checkpoint satisfies the (loose) constraint on the training data
+    assert clf.constraint_violation(X, y, sensitive_features=group) <= 0.0
+
+
+def test_gradient_norm_diagnostics(biased):
+    X, y, group = biased
+    with pytest.warns(UserWarning, match="non-private"):
+        clf = DPRateConstrainedClassifier(
+            tolerance=0.02, epsilon=1.0, record_gradient_norms=True, max_epochs=1, random_state=0,
+        ).fit(X, y, sensitive_features=group)
+    norms = clf.history_["gradient_norms"]
+    assert norms.shape == (clf.n_steps_, 2)
+    assert np.all(norms >= 0)
+    assert norms[0, 1] == 0.0  # multipliers start at 0: no constraint term yet
+    assert norms[-1, 1] > 0.0  # the biased data makes the constraint bind
+    # a diagnostics run trains exactly like a plain one
+    plain = DPRateConstrainedClassifier(
+        tolerance=0.02, epsilon=1.0, max_epochs=1, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    np.testing.assert_array_equal(plain.coef_, clf.coef_)
+
+
+def test_part_heads_add_up_to_the_lagrangian_head():
+    from skdp.fairness._raco import _PartHead
+
+    gen = torch.Generator().manual_seed(1)
+    logits_t = torch.randn(3, 9, generator=gen, dtype=torch.float64)
+    onehot_t = torch.nn.functional.one_hot(torch.randint(0, 3, (9,), generator=gen), 3).double().T
+    weights_t = torch.randn(3, 9, generator=gen, dtype=torch.float64)
+    head = RateConstrainedHead(temperature=2.0, batch_scale=30.0)
+    parts = sum(_PartHead(head, p).output_grad(logits_t, onehot_t, weights_t)
+                for p in ("loss", "constraint"))
+    torch.testing.assert_close(parts, head.output_grad(logits_t, onehot_t, weights_t))
+    logits = logits_t.T.clone()
+    total = sum(_PartHead(head, p).loss(logits, onehot_t.T, weights_t.T) for p in ("loss", "constraint"))
+    torch.testing.assert_close(total, head.loss(logits, onehot_t.T, weights_t.T))
+
+
+def test_sample_rate_and_secure_rng(biased):
+    X, y, group = biased
+    clf = DPRateConstrainedClassifier(
+        epsilon=1.0, sample_rate=0.05, max_epochs=1, random_state=0
+    ).fit(X, y, sensitive_features=group)
+    assert clf.sampling_rate_ == 0.05
+    assert clf.batch_size_ == round(0.05 * len(y))
+    assert clf.n_steps_ == 20
+    kw = dict(epsilon=1.0, max_epochs=1, random_state=0, secure_rng=True)
+    a = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
+    b = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
+    assert not np.array_equal(a.coef_, b.coef_)
+    assert a.epsilon_ == b.epsilon_ <= 1.0

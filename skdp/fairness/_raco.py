@@ -48,13 +48,51 @@ class RateConstrainedHead:
 
     def output_grad(self, logits_t, onehot_t, weights_t):
         probs = torch.softmax(logits_t, dim=0)
-        if self.temperature == 1.0:
+        term = self._soft_term(logits_t, weights_t, probs)
+        return (probs - onehot_t).add_(term, alpha=self.temperature * self.batch_scale)
+
+    def _soft_term(self, logits_t, weights_t, probs=None):
+        """``s * (w - <w, s>)``: d<w, s>/dh divided by tau, with s the soft rates."""
+        if self.temperature == 1.0 and probs is not None:
             soft = probs
         else:
             soft = torch.softmax(self.temperature * logits_t, dim=0)
-        # d<w, s>/dh = tau * s * (w - <w, s>)
-        term = soft * (weights_t - (weights_t * soft).sum(0, keepdim=True))
-        return (probs - onehot_t).add_(term, alpha=self.temperature * self.batch_scale)
+        return soft * (weights_t - (weights_t * soft).sum(0, keepdim=True))
+
+
+class _PartHead:
+    """The loss part (``"loss"``) or the constraint part (``"constraint"``)
+    of a :class:`RateConstrainedHead`, for gradient-norm diagnostics."""
+
+    n_targets = 2
+
+    def __init__(self, head, part):
+        self.head = head
+        self.part = part
+
+    def loss(self, logits, onehot, weights):
+        if self.part == "loss":
+            return -(onehot * torch.log_softmax(logits, dim=1)).sum(1)
+        soft = torch.softmax(self.head.temperature * logits, dim=1)
+        return self.head.batch_scale * (weights * soft).sum(1)
+
+    def output_grad(self, logits_t, onehot_t, weights_t):
+        if self.part == "loss":
+            return torch.softmax(logits_t, dim=0) - onehot_t
+        term = self.head._soft_term(logits_t, weights_t)
+        return term.mul_(self.head.temperature * self.head.batch_scale)
+
+
+def _mean_gradient_norms(backend, idx, batch, logits_t, head, targets_t):
+    """Exact mean per-record gradient norms of the loss and constraint parts
+    (non-private debug output)."""
+    means = []
+    for part in ("loss", "constraint"):
+        _, sq_norms = backend.clipped_grad_sum(
+            idx, batch, logits_t, _PartHead(head, part), targets_t, float("inf")
+        )
+        means.append(sq_norms.sqrt().mean() if sq_norms.numel() else sq_norms.new_zeros(()))
+    return torch.stack(means)
 
 
 #: Cap on every Lagrange multiplier, so that no update can overflow.
@@ -68,12 +106,15 @@ class RacoNoise:
     ``gradient``: Gaussian noise multiplier of the clipped sum (std
     ``gradient * C``). ``histogram``: std (Gaussian) or scale (Laplace) of the
     histogram noise. ``clip_count``: Gaussian std of the clipped-record count.
+    ``cell_counts``: std or scale (the histogram's mechanism) of the separate
+    per-cell record counts of ``denominator="separate_noisy"``, else None.
     """
 
     gradient: float = None
     histogram: float = None
     histogram_mechanism: str = "gaussian"
     clip_count: float = None
+    cell_counts: float = None
 
     @property
     def private(self):
@@ -127,7 +168,8 @@ def train_raco(
     temperature, dual_learning_rate, dual_bound, dual_rates, min_denominator,
     optimizer, learning_rate, momentum, generator, averaging=0.0, dual_optimism=0.0,
     clip_constraint_values=False, dual_update="projected", dual_momentum=0.9,
-    dual_bound_type="box", verbose=0,
+    dual_bound_type="box", denominator="histogram", fixed_sizes=None,
+    freeze_denominators=False, checkpoint_every=None, record_gradient_norms=False, verbose=0,
 ):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
 
@@ -143,6 +185,21 @@ def train_raco(
     noise : RacoNoise
     averaging : float
         Fraction of final steps whose parameters are averaged into the result.
+    denominator : {"histogram", "separate_noisy", "expected"}
+        Local-set sizes dividing the histogram sums: from the noisy histogram
+        itself, from per-cell record counts released separately with noise
+        ``noise.cell_counts``, or the given ``fixed_sizes``.
+    fixed_sizes : tensor (M,) or None
+        Sizes for ``denominator="expected"`` (expected batch share of noisy
+        full-data local-set sizes).
+    freeze_denominators : bool
+        Keep the first step's sizes for the whole run.
+    checkpoint_every : int or None
+        Keep a copy of the parameters every this many steps (returned as
+        ``"checkpoints"``, a list of (step, parameter list) pairs).
+    record_gradient_norms : bool
+        Record the exact (non-private) mean per-record gradient norms of the
+        loss and constraint parts as ``"gradient_norms"`` (T, 2).
 
     Returns
     -------
@@ -165,6 +222,12 @@ def train_raco(
     hist_noise = NoiseStream(
         (n_cells + 1) * n_classes, generator, dtype=dtype, kind=noise.histogram_mechanism
     )
+    separate = denominator == "separate_noisy"
+    if separate:
+        count_noise = NoiseStream(n_cells + 1, generator, dtype=dtype, kind=noise.histogram_mechanism)
+    membership = constraints.membership
+    step_sizes = None if fixed_sizes is None else fixed_sizes.clamp_min(min_denominator)
+    checkpoints, norms_seen = [], []
     # class-major per-record columns gathered once per step: labels, then
     # the one-hot cell (cell n_cells collects records no constraint uses)
     columns = torch.cat(
@@ -188,11 +251,23 @@ def train_raco(
         hist = batch_histogram(logits_t, cells_t, dual_rates, temperature)
         if noise.private:
             hist.add_(hist_noise.next().view(hist.shape), alpha=noise.histogram)
+        if separate and not (freeze_denominators and step > 0):
+            counts = cells_t.sum(1)
+            if noise.private:
+                counts.add_(count_noise.next(), alpha=noise.cell_counts)
+            step_sizes = (membership @ counts[:n_cells]).clamp_min_(min_denominator)
         values, weights, sizes = dual_quantities(
-            hist[:n_cells], lam, constraints, min_denominator, clip_constraint_values
+            hist[:n_cells], lam, constraints, min_denominator, clip_constraint_values,
+            sizes=step_sizes,
         )
+        if freeze_denominators and step == 0:
+            step_sizes = sizes
         values -= tolerance
         weights_t = weights.T @ cells_t[:n_cells]
+        if record_gradient_norms:
+            norms_seen.append(
+                _mean_gradient_norms(backend, idx, batch, logits_t, head, (onehot_t, weights_t))
+            )
         sums, sq_norms = backend.clipped_grad_sum(
             idx, batch, logits_t, head, (onehot_t, weights_t), clip
         )
@@ -201,6 +276,8 @@ def train_raco(
         clipped_counts.append((sq_norms > clip * clip).sum())
         noisy_update(opt, sums, grad_std, expected_batch, grad_noise)
         average.update(step)
+        if checkpoint_every and (step + 1) % checkpoint_every == 0:
+            checkpoints.append((step + 1, [p.clone() for p in backend.parameters]))
         lambdas.append(lam)
         values_seen.append(values)
         sizes_seen.append(sizes)
@@ -209,20 +286,19 @@ def train_raco(
         # of descent-ascent; both are post-processing of noisy releases
         step_dir = values + dual_optimism * (values - previous) if dual_optimism else values
         previous = values
+        cap = _MAX_MULTIPLIER if dual_bound is None or dual_bound_type == "l1" else dual_bound
         if dual_update == "exponentiated":
             # noisy rates are unbounded (a floored noisy denominator can make
             # them large), so the multiplicative step is bounded
             step_dir = step_dir.clamp(-1.0, 1.0)
-            lam = (lam * torch.exp(dual_learning_rate * step_dir)).clamp_(min=1e-6)
+            lam = (lam * torch.exp(dual_learning_rate * step_dir)).clamp_(1e-6, cap)
         elif dual_update == "momentum":
             velocity = velocity.mul_(dual_momentum).add_(step_dir, alpha=dual_learning_rate)
-            lam = (lam + velocity).clamp_(min=0.0)
+            lam = (lam + velocity).clamp_(0.0, cap)
         else:
-            lam = (lam + dual_learning_rate * step_dir).clamp_(min=0.0)
+            lam = torch.add(lam, step_dir, alpha=dual_learning_rate).clamp_(0.0, cap)
         if dual_bound is not None and dual_bound_type == "l1":
             lam = project_l1_orthant(lam, dual_bound)
-        else:
-            lam.clamp_(max=_MAX_MULTIPLIER if dual_bound is None else dual_bound)
         if verbose and ((step + 1) % report_every == 0 or step + 1 == n_steps):
             print(
                 f"[RaCO-DP] step {step + 1}/{n_steps}  max lambda {float(lam.max()):.3f}  "
@@ -242,6 +318,10 @@ def train_raco(
         "clipped_fraction": clipped / batch_size.clamp_min(1.0),
         "histogram": hist_all,
     }
+    if record_gradient_norms:
+        history["gradient_norms"] = torch.stack(norms_seen)
+    if checkpoint_every:
+        history["checkpoints"] = checkpoints
     average.finalize()
     history["final_lambda"] = lam
     return history

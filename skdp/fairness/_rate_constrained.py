@@ -10,11 +10,13 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import softmax
+from sklearn.utils.validation import check_is_fitted
 
 from .._base import BaseDPClassifier, split_sensitive_columns
 from .._groups import encode_groups
 from ..privacy import (
     PrivacyBudgetError,
+    gaussian_noise,
     calibrate_noise_multiplier,
     calibrate_steps,
     compute_epsilon,
@@ -26,11 +28,19 @@ from ..privacy import (
     sensitivity_factor,
 )
 from ._constraints import evaluate_constraints, evaluate_hard_constraints, make_constraints
+from ..privacy._accounting import gdp_mu, with_initial_event
 from ._raco import RacoNoise, train_raco
 
-#: Share of the per-step privacy (in GDP mu^2 terms) given to the histogram
-#: and to the clipped-record count when the noise is calibrated.
+#: Share of the per-step privacy (in GDP mu^2 terms) given to the clipped-
+#: record count when the noise is calibrated.
 _COUNT_SHARE = 0.01
+
+#: Share of the whole budget (in GDP mu^2 terms) given to the one-off noisy
+#: cell sizes of ``denominator="expected"``.
+_EXPECTED_SIZES_SHARE = 0.02
+
+#: Number of checkpoints kept for ``return_iterate="best_checkpoint"``.
+_N_CHECKPOINTS = 20
 
 
 class DPRateConstrainedClassifier(BaseDPClassifier):
@@ -83,6 +93,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         Expected Poisson batch size. ``"auto"`` uses
         ``min(n_samples // 4, max(64, round(6 * sqrt(n_samples))))``: about
         1000 for 30,000 records.
+    sample_rate : float in (0, 1] or None, default=None
+        Poisson sampling probability of each record per step, instead of
+        ``batch_size`` (which is then ignored).
     max_epochs : float, default=10
         Training length in expected passes over the data.
     max_steps : int or None, default=None
@@ -130,6 +143,24 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         probabilities. The primal gradient always uses soft rates.
     min_denominator : float, default=1.0
         Floor of the noisy local-set sizes dividing histogram counts.
+    denominator : {"histogram", "separate_noisy", "expected"}, default="histogram"
+        Local-set sizes that divide the histogram's prediction sums:
+
+        - ``"histogram"``: the noisy histogram's own row sums (the paper's
+          choice; no extra release);
+        - ``"separate_noisy"``: per-cell record counts released on each batch
+          with their own noise (the histogram's mechanism); half of
+          ``histogram_noise_share`` goes to them, half to the histogram, and
+          they are accounted in the same joint step;
+        - ``"expected"``: ``sampling_rate`` times the sizes on the whole
+          training set, from per-cell counts released once before training
+          with Gaussian noise that takes 2 % of the budget (GDP ``mu^2``),
+          composed with the training in ``dp_event_``. Steadiest when groups
+          are large; ``expected_sizes_`` holds them.
+    freeze_denominators : bool, default=False
+        Keep the first step's noisy sizes for the whole run (no extra
+        privacy cost; removes per-step denominator noise). No effect with
+        ``denominator="expected"``.
     dual_optimism : float, default=0.0
         Weight of the optimistic term ``g_t - g_{t-1}`` added to the
         multipliers' ascent direction (post-processing of the noisy constraint
@@ -140,10 +171,18 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     clip_constraint_values : bool, default=False
         Clip each noisy per-set rate to [0, 1] before forming the constraint
         values that drive the multipliers (noise can push rates outside it).
+    return_iterate : {"average", "last", "best_checkpoint"}, default="average"
+        Model returned: the average of the parameters over the final
+        ``averaging`` fraction of steps (post-processing; it damps the
+        oscillation of descent-ascent), the last iterate, or -- NOT private --
+        the most accurate of 20 evenly spaced checkpoints whose hard
+        constraints hold on the training data (the RaCO-DP paper's protocol).
+        That choice reads the training data exactly, so ``epsilon_`` is then
+        inf, ``training_epsilon_`` keeps the training's figure,
+        ``checkpoint_step_`` the chosen step, and a warning is raised.
     averaging : float, default=0.5
-        Return the average of the model parameters over this fraction of the
-        final steps (0 returns the last iterate). Averaging is post-processing
-        and damps the oscillation of descent-ascent.
+        Fraction of the final steps averaged by ``return_iterate="average"``
+        (0 returns the last iterate).
     accountant : {"pld", "rdp"}, default="pld"
     neighboring : {"add_remove", "replace"}, default="add_remove"
     hidden_layer_sizes : tuple of int, default=()
@@ -164,6 +203,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         error. When None, the groups are those seen in ``fit`` and
         ``groups_`` is treated as public.
     random_state : int, RandomState instance or None, default=None
+    secure_rng : bool, default=False
+        Draw the Poisson sampling and all noise from the operating system's
+        cryptographically secure generator instead of torch's seeded one;
+        fits are then not reproducible.
     device : str, default="cpu"
     verbose : int, default=0
         Progress lines show only noisy (private) quantities.
@@ -187,18 +230,25 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         histogram of predictions per cell, shape (n_steps, n_cells + 1,
         n_classes); the last cell holds records no constraint uses). All are
         released with noise or computed from such releases, and accounted in
-        ``epsilon_``.
+        ``epsilon_``. With ``record_gradient_norms=True`` also
+        ``"gradient_norms"`` (exact, non-private debug output).
     epsilon_, delta_ : float
         Budget spent, from dp-accounting on ``dp_event_``.
     accountant_ : str
         Accountant used for ``epsilon_`` (and by :meth:`privacy_curve`).
     dp_event_ : dp_accounting.DpEvent
         ``n_steps_`` Poisson-subsampled Gaussian steps of multiplier
-        ``joint_noise_multiplier_``, which dominate the three releases per
-        step.
+        ``joint_noise_multiplier_``, which dominate the releases of each
+        step; with ``denominator="expected"``, composed after the one-off
+        Gaussian release of the cell sizes.
     noise_multiplier_, histogram_noise_scale_, clip_count_noise_ : float
         Noise of the gradient (multiplier), histogram (std or Laplace scale)
         and clipped-record count (std).
+    cell_count_noise_ : float or None
+        Noise of the per-batch cell counts of ``denominator="separate_noisy"``.
+    expected_sizes_ : ndarray of shape (n_local_sets,) or None
+        Expected per-batch local-set sizes of ``denominator="expected"``
+        (from the noisy one-off counts).
     joint_noise_multiplier_ : float
     n_steps_ : int
     sampling_rate_, batch_size_ : float, int
@@ -249,6 +299,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "averaging": [Interval(Real, 0, 1, closed="both")],
         "dual_optimism": [Interval(Real, 0, None, closed="left")],
         "clip_constraint_values": ["boolean"],
+        "denominator": [StrOptions({"histogram", "separate_noisy", "expected"})],
+        "freeze_denominators": ["boolean"],
+        "return_iterate": [StrOptions({"average", "last", "best_checkpoint"})],
+        "record_gradient_norms": ["boolean"],
     }
 
     def __init__(
@@ -260,6 +314,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         delta=1e-5,
         max_grad_norm=10.0,
         batch_size="auto",
+        sample_rate=None,
         max_epochs=10,
         max_steps=None,
         learning_rate=0.2,
@@ -277,9 +332,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         dual_momentum=0.9,
         dual_rates="hard",
         min_denominator=1.0,
+        denominator="histogram",
+        freeze_denominators=False,
+        return_iterate="average",
         averaging=0.5,
         dual_optimism=0.0,
         clip_constraint_values=False,
+        record_gradient_norms=False,
         accountant="pld",
         neighboring="add_remove",
         hidden_layer_sizes=(),
@@ -287,6 +346,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         sensitive_columns=None,
         sensitive_groups=None,
         random_state=None,
+        secure_rng=False,
         device="cpu",
         verbose=0,
     ):
@@ -296,6 +356,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.delta = delta
         self.max_grad_norm = max_grad_norm
         self.batch_size = batch_size
+        self.sample_rate = sample_rate
         self.max_epochs = max_epochs
         self.max_steps = max_steps
         self.learning_rate = learning_rate
@@ -313,9 +374,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.dual_momentum = dual_momentum
         self.dual_rates = dual_rates
         self.min_denominator = min_denominator
+        self.denominator = denominator
+        self.freeze_denominators = freeze_denominators
+        self.return_iterate = return_iterate
         self.averaging = averaging
         self.dual_optimism = dual_optimism
         self.clip_constraint_values = clip_constraint_values
+        self.record_gradient_norms = record_gradient_norms
         self.accountant = accountant
         self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -323,6 +388,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.sensitive_columns = sensitive_columns
         self.sensitive_groups = sensitive_groups
         self.random_state = random_state
+        self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
 
@@ -375,7 +441,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         q = self._check_privacy_setup(n, self.batch_size_)
         steps = self._n_steps_requested(q)
         start = time.perf_counter()
-        noise, steps, accounted_joint = self._calibrate(q, steps)
+        initial_std, initial_event = self._initial_event()
+        noise, steps, accounted_joint = self._calibrate(q, steps, initial_event)
         calibration_time = time.perf_counter() - start
 
         generator, seed, device = self._make_generator()
@@ -388,92 +455,214 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         cells = atom_cell[y_codes, group_codes]
         cells = np.where(cells < 0, n_cells, cells)  # spare cell for records no constraint uses
         cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
+        tensors = self.constraints_.to_torch(device=device, dtype=X_t.dtype)
+        fixed_sizes = self._expected_sizes(cells_t, tensors, q, initial_std, generator)
         backend = self._make_backend(X_t, n_classes, seed)
+        checkpoint_every = None
+        if self.return_iterate == "best_checkpoint":
+            checkpoint_every = max(1, steps // _N_CHECKPOINTS)
+        if self.record_gradient_norms:
+            warnings.warn(
+                "record_gradient_norms=True: history_['gradient_norms'] holds exact, "
+                "non-private gradient norms of the training data; it is debug output not "
+                "covered by epsilon_.",
+                UserWarning,
+            )
         start = time.perf_counter()
         with self._training_threads(device):
             history = train_raco(
-                backend, onehot, cells_t, self.constraints_.to_torch(device=device, dtype=X_t.dtype),
+                backend, onehot, cells_t, tensors,
                 n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm, noise=noise,
                 temperature=self.temperature, dual_learning_rate=self.dual_learning_rate,
                 dual_bound=self.dual_bound, dual_rates=self.dual_rates,
                 min_denominator=self.min_denominator, optimizer=self.optimizer,
                 learning_rate=self.learning_rate, momentum=self.momentum,
-                generator=generator, averaging=self.averaging, dual_optimism=self.dual_optimism,
+                generator=generator,
+                averaging=self.averaging if self.return_iterate == "average" else 0.0,
+                dual_optimism=self.dual_optimism,
                 clip_constraint_values=self.clip_constraint_values,
                 dual_update=self.dual_update, dual_momentum=self.dual_momentum,
-                dual_bound_type=self.dual_bound_type,
+                dual_bound_type=self.dual_bound_type, denominator=self.denominator,
+                fixed_sizes=fixed_sizes, freeze_denominators=self.freeze_denominators,
+                checkpoint_every=checkpoint_every,
+                record_gradient_norms=self.record_gradient_norms,
                 verbose=self.verbose,
             )
-        self._store_backend(backend)
+        checkpoints = history.pop("checkpoints", None)
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
         self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
-        self._set_privacy_report(noise, q, steps, accounted_joint)
+        self._set_privacy_report(noise, q, steps, accounted_joint, initial_event)
+        if checkpoints is not None:
+            self._select_checkpoint(backend, checkpoints, X_t, y_codes, group_codes)
+        self._store_backend(backend)
         self._warn_from_history(noise)
         return self
 
+    def _expected_sizes(self, cells_t, tensors, sampling_rate, noise_std, generator):
+        """Expected per-batch local-set sizes for ``denominator="expected"``.
+
+        ``sampling_rate`` times the local-set sizes of the whole training set,
+        computed from per-cell record counts released once with Gaussian noise
+        of std ``noise_std`` (accounted as the initial event); exact counts
+        without privacy. None for the other denominators.
+        """
+        if self.denominator != "expected":
+            self.expected_sizes_ = None
+            return None
+        n_cells = tensors.membership.shape[1]
+        counts = torch.bincount(cells_t, minlength=n_cells + 1)[:n_cells].to(tensors.membership.dtype)
+        if noise_std is not None:
+            counts = counts + gaussian_noise(counts, noise_std, generator)
+        sizes = sampling_rate * (tensors.membership @ counts)
+        self.expected_sizes_ = sizes.cpu().numpy().astype(np.float64)
+        return sizes
+
+    def _select_checkpoint(self, backend, checkpoints, X_t, y_codes, group_codes):
+        """Load the most accurate checkpoint whose hard constraints hold on
+        the training data (the least violating one if none does).
+
+        Non-private: the choice reads the training data exactly, so the
+        released model is no longer covered by the accountant; ``epsilon_``
+        becomes inf (``training_epsilon_`` keeps the training's figure).
+        """
+        tolerance = np.asarray(self.constraints_.tolerance)
+        best_key, best = None, None
+        with torch.no_grad():
+            for step, params in checkpoints:
+                for p, saved in zip(backend.parameters, params):
+                    p.copy_(saved)
+                pred = backend.predict_logits(X_t).argmax(1).cpu().numpy()
+                accuracy = float(np.mean(pred == y_codes))
+                values = evaluate_hard_constraints(self.constraints_, y_codes, pred, group_codes)
+                violation = float(np.max(values - tolerance, initial=0.0))
+                key = (violation <= 0, -violation if violation > 0 else accuracy)
+                if best_key is None or key > best_key:
+                    best_key, best = key, (step, params)
+            step, params = best
+            for p, saved in zip(backend.parameters, params):
+                p.copy_(saved)
+        self.checkpoint_step_ = step
+        self.training_epsilon_ = self.epsilon_
+        if self.dp_event_ is None:
+            return
+        self.epsilon_ = np.inf
+        warnings.warn(
+            f"return_iterate='best_checkpoint' chose the checkpoint of step {step} by exact "
+            "accuracy and constraint values on the training data. That choice is not "
+            "private: epsilon_ is set to inf (the training itself spent "
+            f"{self.training_epsilon_:.3g}). Use return_iterate='average' for a private model.",
+            UserWarning,
+        )
+
     def _resolve_batch_size(self, n):
+        if self.sample_rate is not None:
+            return max(1, int(round(self.sample_rate * n)))
         if self.batch_size == "auto":
             return int(min(max(n // 4, 1), max(64, round(6 * math.sqrt(n)))))
         return int(self.batch_size)
 
     # ------------------------------------------------------------ privacy
-    def _noise_from_joint(self, joint):
-        """Split a joint noise multiplier into the three releases' scales."""
-        share_h = self.histogram_noise_share
-        share_c = _COUNT_SHARE
-        mu = 1.0 / joint
-        gradient = 1.0 / (mu * math.sqrt(1.0 - share_h - share_c))
-        count = 1.0 / (mu * math.sqrt(share_c))
-        mu_hist = mu * math.sqrt(share_h)
+    def _shares(self):
+        """Shares of each step's privacy (GDP ``mu^2``) per release.
+
+        Returns ``(gradient, histogram, cell_counts, clip_count)``; with
+        ``denominator="separate_noisy"`` the histogram share is halved between
+        the histogram and the separate cell counts.
+        """
+        histogram = self.histogram_noise_share
+        counts = 0.0
+        if self.denominator == "separate_noisy":
+            histogram, counts = histogram / 2, histogram / 2
+        gradient = 1.0 - self.histogram_noise_share - _COUNT_SHARE
+        return gradient, histogram, counts, _COUNT_SHARE
+
+    def _scale_for_mu(self, mu):
+        """Noise scale of a sensitivity-1 histogram release that is mu-GDP."""
         if self.histogram_noise == "laplace":
-            histogram = 1.0 / gdp_to_pure_dp(mu_hist)
-        else:
-            histogram = 1.0 / mu_hist
-        return gradient, histogram, count
+            return 1.0 / gdp_to_pure_dp(mu)
+        return 1.0 / mu
+
+    def _mu_of_scale(self, scale):
+        if self.histogram_noise == "laplace":
+            return pure_dp_to_gdp(1.0 / scale)
+        return 1.0 / scale
+
+    def _noise_from_joint(self, joint, gradient=None):
+        """Split a joint noise multiplier into the releases' scales.
+
+        ``gradient`` fixes the gradient multiplier (the others follow from the
+        shares relative to it). Gradient and count noise are inflated by 1e-9
+        so the released noise dominates ``joint`` despite rounding.
+        """
+        share_g, share_h, share_n, share_c = self._shares()
+        mu = 1.0 / joint
+        inflate = 1 + 1e-9
+        if gradient is None:
+            gradient = inflate / (mu * math.sqrt(share_g))
+        return RacoNoise(
+            gradient,
+            self._scale_for_mu(mu * math.sqrt(share_h)) * inflate,
+            self.histogram_noise,
+            inflate / (mu * math.sqrt(share_c)),
+            self._scale_for_mu(mu * math.sqrt(share_n)) * inflate if share_n else None,
+        )
 
     def _split_joint(self, joint):
-        """Noise of the three releases whose joint multiplier is ``joint``.
+        """Noise of the releases whose joint multiplier is ``joint``.
 
-        A user-given ``histogram_noise_scale`` is kept; the rest of the
-        privacy is split between gradient and clipped count in the ratio of
-        their shares. Gradient and count noise are inflated by 1e-9 so the
-        released noise dominates ``joint`` despite rounding.
+        A user-given ``histogram_noise_scale`` is kept (for the separate cell
+        counts too); the rest of the privacy is split between gradient and
+        clipped count in the ratio of their shares.
         """
-        inflate = 1 + 1e-9
         if self.histogram_noise_scale is None:
-            gradient, histogram, count = self._noise_from_joint(joint)
-            return RacoNoise(gradient * inflate, histogram * inflate, self.histogram_noise,
-                             count * inflate)
+            return self._noise_from_joint(joint)
         histogram = float(self.histogram_noise_scale)
-        if self.histogram_noise == "laplace":
-            mu_hist = pure_dp_to_gdp(1.0 / histogram)
-        else:
-            mu_hist = 1.0 / histogram
-        rest = 1.0 / joint**2 - mu_hist**2
+        separate = self.denominator == "separate_noisy"
+        rest = 1.0 / joint**2 - self._mu_of_scale(histogram) ** 2 * (2 if separate else 1)
         if rest <= 0:
             raise PrivacyBudgetError(
                 f"histogram_noise_scale={histogram} alone spends more than epsilon="
                 f"{self.epsilon} at this number of steps; raise it or leave it None."
             )
-        share_g = 1.0 - self.histogram_noise_share - _COUNT_SHARE
-        share_c = _COUNT_SHARE
-        gradient = 1.0 / math.sqrt(rest * share_g / (share_g + share_c))
-        count = 1.0 / math.sqrt(rest * share_c / (share_g + share_c))
-        return RacoNoise(gradient * inflate, histogram, self.histogram_noise, count * inflate)
+        share_g, _, _, share_c = self._shares()
+        inflate = 1 + 1e-9
+        gradient = inflate / math.sqrt(rest * share_g / (share_g + share_c))
+        count = inflate / math.sqrt(rest * share_c / (share_g + share_c))
+        return RacoNoise(gradient, histogram, self.histogram_noise, count,
+                         histogram if separate else None)
 
     def _step_event(self, noise, sampling_rate):
-        """One step's DpEvent (dominating the three releases) and its joint
+        """One step's DpEvent (dominating all its releases) and its joint
         multiplier, with sensitivities scaled for ``neighboring``."""
         factor = sensitivity_factor(self.neighboring)
-        gaussian = (noise.gradient / factor, noise.clip_count / factor)
-        if self.histogram_noise == "laplace":
-            joint = joint_noise_multiplier(gaussian, (factor / noise.histogram,))
-        else:
-            joint = joint_noise_multiplier(gaussian + (noise.histogram / factor,))
+        gaussian = [noise.gradient / factor, noise.clip_count / factor]
+        pure = []
+        for scale in (noise.histogram, noise.cell_counts):
+            if scale is None:
+                continue
+            if self.histogram_noise == "laplace":
+                pure.append(factor / scale)
+            else:
+                gaussian.append(scale / factor)
+        joint = joint_noise_multiplier(gaussian, pure)
         return poisson_gaussian_step(joint, sampling_rate), joint
 
-    def _calibrate(self, sampling_rate, steps):
+    def _initial_event(self):
+        """The one-off release before training, or None.
+
+        ``denominator="expected"`` releases the record count of every cell
+        once, on the whole training set, with Gaussian noise taking a
+        ``_EXPECTED_SIZES_SHARE`` share of the budget (in GDP ``mu^2``).
+        """
+        if self.epsilon is None or self.denominator != "expected":
+            return None, None
+        mu = math.sqrt(_EXPECTED_SIZES_SHARE) * gdp_mu(self.epsilon, self.delta)
+        std = 1.0 / mu
+        factor = sensitivity_factor(self.neighboring)
+        return std, dpa.GaussianDpEvent(noise_multiplier=std / factor)
+
+    def _calibrate(self, sampling_rate, steps, initial_event):
         """Noise scales and step count that fit the budget.
 
         Returns ``(noise, steps, accounted_joint)``; ``accounted_joint`` is the
@@ -486,6 +675,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             joint = calibrate_noise_multiplier(
                 self.epsilon, self.delta, sampling_rate, steps,
                 accountant=self.accountant, neighboring=self.neighboring,
+                initial_event=initial_event,
             )
             noise = self._split_joint(joint)
             exact = self.histogram_noise == "gaussian" or self.neighboring == "add_remove"
@@ -496,12 +686,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             # Laplace under replace-one: mu(2/b) is not 2 mu(1/b), so check
             # with the accountant and raise the gradient and count noise
             for _ in range(200):
-                event = dpa.SelfComposedDpEvent(self._step_event(noise, sampling_rate)[0], steps)
+                event = with_initial_event(initial_event, dpa.SelfComposedDpEvent(
+                    self._step_event(noise, sampling_rate)[0], steps))
                 if compute_epsilon(event, self.delta, self.accountant) <= self.epsilon:
                     return noise, steps, None
                 noise = RacoNoise(
                     noise.gradient * 1.02, noise.histogram, self.histogram_noise,
-                    noise.clip_count * 1.02,
+                    noise.clip_count * 1.02, noise.cell_counts,
                 )
             raise PrivacyBudgetError(
                 f"histogram noise of scale {noise.histogram:.3g} alone spends more than "
@@ -509,19 +700,19 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 "or leave it None."
             )
         gradient = float(self.noise_multiplier)
+        share_g = self._shares()[0]
+        # the other scales follow from the shares, relative to the gradient's
+        noise = self._noise_from_joint(gradient * math.sqrt(share_g), gradient=gradient)
         if self.histogram_noise_scale is not None:
             histogram = float(self.histogram_noise_scale)
-        else:
-            # same share rule, relative to the given gradient multiplier
-            mu_g = 1.0 / gradient
-            mu_total = mu_g / math.sqrt(1.0 - self.histogram_noise_share - _COUNT_SHARE)
-            histogram = self._noise_from_joint(1.0 / mu_total)[1]
-        count = 1.0 / ((1.0 / gradient) * math.sqrt(
-            _COUNT_SHARE / (1.0 - self.histogram_noise_share - _COUNT_SHARE)))
-        noise = RacoNoise(gradient, histogram, self.histogram_noise, count)
+            noise = RacoNoise(
+                gradient, histogram, self.histogram_noise, noise.clip_count,
+                histogram if noise.cell_counts is not None else None,
+            )
         step_event, _ = self._step_event(noise, sampling_rate)
         affordable = calibrate_steps(
-            step_event, self.epsilon, self.delta, accountant=self.accountant, max_steps=steps
+            step_event, self.epsilon, self.delta, accountant=self.accountant, max_steps=steps,
+            initial_event=initial_event,
         )
         if affordable == 0:
             raise PrivacyBudgetError(
@@ -530,7 +721,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             )
         return noise, affordable, None
 
-    def _set_privacy_report(self, noise, sampling_rate, steps, accounted_joint):
+    def _set_privacy_report(self, noise, sampling_rate, steps, accounted_joint, initial_event):
         self.n_steps_ = steps
         self.sampling_rate_ = sampling_rate
         self.delta_ = self.delta
@@ -538,6 +729,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.noise_multiplier_ = noise.gradient
         self.histogram_noise_scale_ = noise.histogram
         self.clip_count_noise_ = noise.clip_count
+        self.cell_count_noise_ = noise.cell_counts
         if not noise.private:
             self.joint_noise_multiplier_ = None
             self.dp_event_ = None
@@ -551,8 +743,41 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         else:
             step_event, joint = self._step_event(noise, sampling_rate)
         self.joint_noise_multiplier_ = joint
-        self.dp_event_ = dpa.SelfComposedDpEvent(step_event, steps)
+        self.dp_event_ = with_initial_event(
+            initial_event, dpa.SelfComposedDpEvent(step_event, steps)
+        )
         self.epsilon_ = compute_epsilon(self.dp_event_, self.delta, self.accountant)
+
+    def privacy_curve(self, n_points=10):
+        """Epsilon spent after each of ``n_points`` step counts up to ``n_steps_``.
+
+        Computed from ``dp_event_`` (which depends only on public settings),
+        so it releases nothing about the data. With ``denominator="expected"``
+        every point includes the one-off release of the group sizes.
+
+        Parameters
+        ----------
+        n_points : int, default=10
+
+        Returns
+        -------
+        curve : ndarray of shape (n_points, 2)
+            Columns: step count, epsilon at ``delta_``.
+        """
+        check_is_fitted(self)
+        event = self.dp_event_
+        if not isinstance(event, dpa.ComposedDpEvent):
+            return super().privacy_curve(n_points)
+        initial, training = event.events
+        steps = np.unique(np.linspace(1, self.n_steps_, int(n_points)).round().astype(int))
+        eps = [
+            compute_epsilon(
+                with_initial_event(initial, dpa.SelfComposedDpEvent(training.event, int(t))),
+                self.delta_, self.accountant_,
+            )
+            for t in steps
+        ]
+        return np.column_stack([steps, eps])
 
     # ------------------------------------------------------------ warnings
     def _warn_from_history(self, noise):

@@ -445,14 +445,17 @@ def evaluate_hard_constraints(constraints, y_true, y_pred, groups, *, zero_divis
     return evaluate_constraints(constraints, y_true, y_pred, groups, zero_division=zero_division)
 
 
-def dual_quantities(histogram, lambdas, tensors, min_denominator=1.0, clip_rates=False):
+def dual_quantities(histogram, lambdas, tensors, min_denominator=1.0, clip_rates=False,
+                    sizes=None):
     """Constraint values, per-cell weights and local-set sizes in one pass.
 
     The fused form of :func:`constraint_values`, :func:`cell_weights` and
     :func:`local_set_sizes` for the training loop: no validation, the sizes
     computed once, and the coefficient tensor used as a (J, M*K) matrix.
     ``clip_rates`` clips each noisy per-set rate to [0, 1] before combining
-    (affects the values only, as in :func:`constraint_values`).
+    (affects the values only, as in :func:`constraint_values`). ``sizes``,
+    when given, are the (already floored) local-set sizes to divide by
+    instead of the histogram's.
 
     Returns
     -------
@@ -466,7 +469,8 @@ def dual_quantities(histogram, lambdas, tensors, min_denominator=1.0, clip_rates
     n_sets, n_classes = tensors.membership.shape[0], histogram.shape[1]
     coefficients = tensors.coefficients.reshape(tensors.coefficients.shape[0], n_sets * n_classes)
     sums = tensors.membership @ histogram
-    sizes = sums.sum(1).clamp_min_(min_denominator)
+    if sizes is None:
+        sizes = sums.sum(1).clamp_min_(min_denominator)
     inverse = sizes.reciprocal()[:, None]
     rates = sums * inverse
     if clip_rates:

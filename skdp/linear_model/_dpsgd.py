@@ -21,7 +21,7 @@ class DPSGDClassifier(BaseDPClassifier):
     """Logistic regression or MLP trained with differentially private SGD.
 
     Each step Poisson-samples a batch (every record joins with probability
-    ``batch_size / n_samples``), clips each record's whole gradient to
+    ``q = batch_size / n_samples``, or ``q = sample_rate``), clips each record's whole gradient to
     ``max_grad_norm``, adds Gaussian noise of standard deviation
     ``noise_multiplier * max_grad_norm`` to the sum and divides by the
     expected batch size. The privacy loss of all steps is accounted with
@@ -44,10 +44,17 @@ class DPSGDClassifier(BaseDPClassifier):
         Clipping bound C on each per-sample gradient's l2 norm.
     batch_size : int, default=256
         Expected Poisson batch size; the sampling rate is
-        ``batch_size / n_samples``.
+        ``batch_size / n_samples``. Ignored when ``sample_rate`` is given.
+    sample_rate : float in (0, 1] or None, default=None
+        Poisson sampling rate q: each record joins each batch with
+        probability q, for an expected batch of ``q * n_samples`` records
+        (which must be at least 1). When not None it takes precedence over
+        ``batch_size``, which is then ignored. Useful to keep the privacy
+        cost of a step fixed when the data size changes (e.g. across
+        cross-validation folds).
     max_epochs : float, default=10
         Training length in expected passes over the data; the step count is
-        ``round(max_epochs * n_samples / batch_size)``.
+        ``round(max_epochs / q)`` with q the sampling rate.
     max_steps : int or None, default=None
         Step count; overrides ``max_epochs`` when given.
     learning_rate : float, default=1.0
@@ -83,7 +90,20 @@ class DPSGDClassifier(BaseDPClassifier):
         error. When None, the groups are those seen in ``fit`` and
         ``groups_`` is treated as public.
     random_state : int, RandomState instance or None, default=None
-        Seeds the torch generator behind sampling, noise and initialisation.
+        Seeds the torch generator behind sampling, noise and initialisation
+        (with ``secure_rng=True``, initialisation only).
+    secure_rng : bool, default=False
+        Draw all privacy randomness (Poisson sampling and noise) from the
+        operating system's cryptographically secure generator
+        (``os.urandom``, via :class:`skdp.privacy.SecureGenerator`) instead of
+        torch's seeded generator. Fits are then not reproducible, even with
+        ``random_state`` set. This protects against an attacker who could
+        predict or reconstruct the seeded generator's output and subtract the
+        noise. It does not protect against attacks on the floating-point
+        representation of the noise (Mironov, 2012): the noise is still
+        computed and added in floating point, and the low-order bits of such
+        sums can leak information that the mathematical guarantee assumes
+        hidden. See :ref:`privacy`.
     device : str, default="cpu"
         Torch device for training.
     verbose : int, default=0
@@ -110,6 +130,10 @@ class DPSGDClassifier(BaseDPClassifier):
     noise_multiplier_ : float
     n_steps_ : int
     sampling_rate_ : float
+        Poisson sampling rate q of the fit.
+    batch_size_ : int
+        Expected batch size ``q * n_samples``, rounded (equal to
+        ``batch_size`` unless ``sample_rate`` was given).
     fit_time_ : dict
         Seconds spent in ``"calibration"`` and ``"training"``.
     n_features_in_ : int
@@ -127,8 +151,15 @@ class DPSGDClassifier(BaseDPClassifier):
     >>> clf = DPSGDClassifier(epsilon=1.0, batch_size=128, random_state=0).fit(X, y)
     >>> clf.epsilon_ <= 1.0
     True
-    >>> round(clf.score(X, y), 1)
-    0.9
+    >>> clf.score(X, y) > 0.85
+    True
+
+    Sampling each record with probability 5 % instead of a fixed expected
+    batch, with noise from the operating system's secure generator:
+
+    >>> clf = DPSGDClassifier(sample_rate=0.05, secure_rng=True).fit(X, y)
+    >>> clf.sampling_rate_, clf.batch_size_
+    (0.05, 100)
     """
 
     def __init__(
@@ -138,6 +169,7 @@ class DPSGDClassifier(BaseDPClassifier):
         delta=1e-5,
         max_grad_norm=1.0,
         batch_size=256,
+        sample_rate=None,
         max_epochs=10,
         max_steps=None,
         learning_rate=1.0,
@@ -151,6 +183,7 @@ class DPSGDClassifier(BaseDPClassifier):
         sensitive_columns=None,
         sensitive_groups=None,
         random_state=None,
+        secure_rng=False,
         device="cpu",
         verbose=0,
     ):
@@ -158,6 +191,7 @@ class DPSGDClassifier(BaseDPClassifier):
         self.delta = delta
         self.max_grad_norm = max_grad_norm
         self.batch_size = batch_size
+        self.sample_rate = sample_rate
         self.max_epochs = max_epochs
         self.max_steps = max_steps
         self.learning_rate = learning_rate
@@ -171,6 +205,7 @@ class DPSGDClassifier(BaseDPClassifier):
         self.sensitive_columns = sensitive_columns
         self.sensitive_groups = sensitive_groups
         self.random_state = random_state
+        self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
 
@@ -220,6 +255,7 @@ class DPSGDClassifier(BaseDPClassifier):
         self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
         self.n_steps_ = steps
         self.sampling_rate_ = q
+        self.batch_size_ = self._expected_batch_size(n, q)
         self.noise_multiplier_ = sigma
         self.delta_ = self.delta
         self.accountant_ = self.accountant
@@ -249,7 +285,7 @@ class DPSGDClassifier(BaseDPClassifier):
             raise PrivacyBudgetError(
                 f"epsilon={self.epsilon} at delta={self.delta} cannot pay for a single step with "
                 f"noise_multiplier={self.noise_multiplier} and sampling rate {sampling_rate:.4g}; "
-                "raise epsilon or noise_multiplier, or lower batch_size."
+                "raise epsilon or noise_multiplier, or lower batch_size (or sample_rate)."
             )
         if affordable < steps and self.verbose:
             print(f"[DP-SGD] budget affords {affordable} of {steps} requested steps")

@@ -1,8 +1,10 @@
 """The privacy engine shared by every skdp estimator.
 
 Poisson sampling, per-sample gradient clipping (a closed form for linear and
-softmax models, ``torch.func`` for any module), Gaussian and Laplace noise
-drawn from a ``torch.Generator``, and accounting on dp-accounting events.
+softmax models, ``torch.func`` for any module), Gaussian and Laplace noise,
+and accounting on dp-accounting events. Sampling and noise draw from a
+seeded ``torch.Generator`` or, for unpredictable randomness, from a
+:class:`SecureGenerator` backed by the operating system's CSPRNG.
 """
 
 from ._accounting import (
@@ -23,11 +25,17 @@ from ._accounting import (
 )
 from ._clipping import clip_factors, clipped_linear_sum, clipped_module_sum
 from ._noise import NoiseStream, gaussian_noise, laplace_noise
+from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
 from ._sampling import PoissonSampler
 
 __all__ = [
     "NoiseStream",
     "PoissonSampler",
+    "SecureGenerator",
+    "exponential_",
+    "is_secure",
+    "normal_",
+    "uniform_",
     "clip_factors",
     "clipped_linear_sum",
     "clipped_module_sum",

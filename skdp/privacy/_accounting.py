@@ -260,14 +260,23 @@ def _secant_search(log_eps_of, x0, slope, log_target, *, increasing, rtol, max_e
     return feasible[0]
 
 
+def with_initial_event(initial_event, event):
+    """``event`` preceded by the one-off release ``initial_event`` (if any)."""
+    if initial_event is None:
+        return event
+    return dpa.ComposedDpEvent([initial_event, event])
+
+
 @lru_cache(maxsize=1024)
-def _calibrate_noise_cached(target_epsilon, delta, sampling_rate, steps, accountant, neighboring):
+def _calibrate_noise_cached(
+    target_epsilon, delta, sampling_rate, steps, accountant, neighboring, initial_event
+):
     factor = sensitivity_factor(neighboring)
 
     def log_eps(log_sigma):
         sigma = math.exp(log_sigma)
         event = poisson_gaussian_event(sigma, sampling_rate, steps, neighboring=neighboring)
-        eps = compute_epsilon(event, delta, accountant)
+        eps = compute_epsilon(with_initial_event(initial_event, event), delta, accountant)
         return math.log(max(eps, 1e-300))
 
     guess, slope = _gdp_noise_guess(target_epsilon, delta, sampling_rate, steps)
@@ -286,7 +295,8 @@ def _calibrate_noise_cached(target_epsilon, delta, sampling_rate, steps, account
 
 
 def calibrate_noise_multiplier(
-    target_epsilon, delta, sampling_rate, steps, *, accountant="pld", neighboring="add_remove"
+    target_epsilon, delta, sampling_rate, steps, *, accountant="pld", neighboring="add_remove",
+    initial_event=None,
 ):
     """Smallest noise multiplier (to within 0.6 % in epsilon) meeting the budget.
 
@@ -302,6 +312,9 @@ def calibrate_noise_multiplier(
     steps : int
     accountant : {"pld", "rdp"}, default="pld"
     neighboring : {"add_remove", "replace"}, default="add_remove"
+    initial_event : dp_accounting.DpEvent or None, default=None
+        A one-off release made before training (e.g. noisy group sizes); the
+        budget then covers ``ComposedDpEvent([initial_event, training])``.
 
     Returns
     -------
@@ -322,7 +335,7 @@ def calibrate_noise_multiplier(
     _check_budget(target_epsilon, delta)
     sigma = _calibrate_noise_cached(
         float(target_epsilon), float(delta), float(sampling_rate), int(steps),
-        accountant, neighboring,
+        accountant, neighboring, initial_event,
     )
     if sigma is None:
         raise PrivacyBudgetError(
@@ -334,9 +347,10 @@ def calibrate_noise_multiplier(
 
 
 @lru_cache(maxsize=1024)
-def _max_steps_cached(step_event, target_epsilon, delta, accountant, cap):
+def _max_steps_cached(step_event, target_epsilon, delta, accountant, cap, initial_event):
     def eps_at(steps):
-        return compute_epsilon(dpa.SelfComposedDpEvent(step_event, steps), delta, accountant)
+        event = with_initial_event(initial_event, dpa.SelfComposedDpEvent(step_event, steps))
+        return compute_epsilon(event, delta, accountant)
 
     if eps_at(1) > target_epsilon:
         return 0
@@ -362,7 +376,9 @@ def _max_steps_cached(step_event, target_epsilon, delta, accountant, cap):
     return lo
 
 
-def calibrate_steps(step_event, target_epsilon, delta, *, accountant="pld", max_steps=100_000):
+def calibrate_steps(
+    step_event, target_epsilon, delta, *, accountant="pld", max_steps=100_000, initial_event=None
+):
     """Largest T such that ``step_event`` composed T times fits the budget.
 
     Parameters
@@ -373,6 +389,8 @@ def calibrate_steps(step_event, target_epsilon, delta, *, accountant="pld", max_
     accountant : {"pld", "rdp"}, default="pld"
     max_steps : int, default=100_000
         Upper end of the search.
+    initial_event : dp_accounting.DpEvent or None, default=None
+        A one-off release made before the steps, composed with them.
 
     Returns
     -------
@@ -387,7 +405,7 @@ def calibrate_steps(step_event, target_epsilon, delta, *, accountant="pld", max_
     """
     _check_budget(target_epsilon, delta)
     return _max_steps_cached(
-        step_event, float(target_epsilon), float(delta), accountant, int(max_steps)
+        step_event, float(target_epsilon), float(delta), accountant, int(max_steps), initial_event
     )
 
 
@@ -396,6 +414,29 @@ def _check_budget(epsilon, delta):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}.")
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}.")
+
+
+def gdp_mu(epsilon, delta):
+    """The mu of the mu-GDP mechanism that is exactly (epsilon, delta)-DP.
+
+    Solves ``delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Dong,
+    Roth & Su, 2022). A budgeting aid (e.g. to give a one-off release a share
+    of the budget); reported epsilons always come from the accountant.
+
+    Examples
+    --------
+    >>> from skdp.privacy._accounting import gdp_mu
+    >>> round(gdp_mu(1.0, 1e-5), 3)
+    0.268
+    """
+    _check_budget(epsilon, delta)
+    norm = stats.norm
+
+    def excess(mu):
+        second = math.exp(min(epsilon + norm.logcdf(-epsilon / mu - mu / 2), 700.0))
+        return norm.cdf(-epsilon / mu + mu / 2) - second - delta
+
+    return float(optimize.brentq(excess, 1e-6, 100.0, xtol=1e-12))
 
 
 def pure_dp_to_gdp(epsilon0):

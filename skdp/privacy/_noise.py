@@ -1,6 +1,9 @@
-"""Gaussian and Laplace noise drawn from a ``torch.Generator``."""
+"""Gaussian and Laplace noise from a seeded ``torch.Generator`` or a
+:class:`~skdp.privacy.SecureGenerator`."""
 
 import torch
+
+from ._random import exponential_, normal_
 
 
 def gaussian_noise(like, std, generator):
@@ -12,7 +15,12 @@ def gaussian_noise(like, std, generator):
         Gives shape, dtype and device.
     std : float or torch.Tensor
         Standard deviation (noise multiplier times sensitivity).
-    generator : torch.Generator
+    generator : torch.Generator or SecureGenerator
+        Seeded torch generator, or the operating system's CSPRNG.
+
+    Returns
+    -------
+    noise : torch.Tensor
 
     Examples
     --------
@@ -22,14 +30,26 @@ def gaussian_noise(like, std, generator):
     >>> round(float(noise.std()), 1)
     2.0
     """
-    noise = torch.empty_like(like).normal_(generator=generator)
-    return noise.mul_(std)
+    return normal_(torch.empty_like(like), generator).mul_(std)
 
 
 def laplace_noise(like, scale, generator):
     """Return Laplace(0, scale) noise shaped like ``like``.
 
     Drawn as the difference of two unit exponentials times ``scale``.
+
+    Parameters
+    ----------
+    like : torch.Tensor
+        Gives shape, dtype and device.
+    scale : float or torch.Tensor
+        Laplace scale b (sensitivity over epsilon).
+    generator : torch.Generator or SecureGenerator
+        Seeded torch generator, or the operating system's CSPRNG.
+
+    Returns
+    -------
+    noise : torch.Tensor
 
     Examples
     --------
@@ -39,8 +59,8 @@ def laplace_noise(like, scale, generator):
     >>> round(float(noise.abs().mean()), 1)  # E|Lap(b)| = b
     2.0
     """
-    first = torch.empty_like(like).exponential_(generator=generator)
-    second = torch.empty_like(like).exponential_(generator=generator)
+    first = exponential_(torch.empty_like(like), generator)
+    second = exponential_(torch.empty_like(like), generator)
     return first.sub_(second).mul_(scale)
 
 
@@ -56,7 +76,9 @@ class NoiseStream:
     ----------
     size : int
         Length of each vector.
-    generator : torch.Generator
+    generator : torch.Generator or SecureGenerator
+        Seeded torch generator, or the operating system's CSPRNG; its
+        ``device`` is the device of the vectors.
     dtype : torch.dtype, default=torch.float32
     kind : {"gaussian", "laplace"}, default="gaussian"
         Standard normal, or Laplace of scale 1.
@@ -70,6 +92,9 @@ class NoiseStream:
     >>> stream = NoiseStream(3, torch.Generator().manual_seed(0))
     >>> stream.next().shape
     torch.Size([3])
+    >>> from skdp.privacy import SecureGenerator
+    >>> NoiseStream(3, SecureGenerator(), kind="laplace").next().dtype
+    torch.float32
     """
 
     def __init__(self, size, generator, *, dtype=torch.float32, kind="gaussian", block_steps=256):
@@ -92,7 +117,7 @@ class NoiseStream:
             if self.kind == "laplace":
                 self._block = laplace_noise(shape, 1.0, self.generator)
             else:
-                self._block = shape.normal_(generator=self.generator)
+                self._block = normal_(shape, self.generator)
             self._used = 0
         row = self._block[self._used]
         self._used += 1

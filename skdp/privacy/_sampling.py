@@ -1,8 +1,11 @@
-"""Poisson subsampling of training rows, driven by a ``torch.Generator``."""
+"""Poisson subsampling of training rows, driven by a ``torch.Generator`` or a
+:class:`~skdp.privacy.SecureGenerator`."""
 
 import math
 
 import torch
+
+from ._random import uniform_
 
 
 class PoissonSampler:
@@ -21,8 +24,9 @@ class PoissonSampler:
         Number of rows to sample from.
     sampling_rate : float
         Inclusion probability, in (0, 1].
-    generator : torch.Generator
-        Source of randomness; its device is the device of the indices.
+    generator : torch.Generator or SecureGenerator
+        Source of randomness (seeded, or the operating system's CSPRNG); its
+        device is the device of the indices.
     chunk_steps : int, default=256
         Number of steps drawn at once.
 
@@ -73,8 +77,11 @@ class PoissonSampler:
         With U uniform on (0, 1], floor(log U / log(1 - q)) + 1 exceeds k with
         probability (1 - q)^k, the gap between successive Bernoulli(q) hits.
         """
-        u = torch.rand((n_steps, width), dtype=torch.float64, device=device, generator=self.generator)
+        u = torch.empty((n_steps, width), dtype=torch.float64, device=device)
+        uniform_(u, self.generator)
         if self.sampling_rate == 1.0:
             return torch.ones_like(u)
-        gaps = torch.log1p(-u)  # log of 1 - u, uniform on (0, 1]
+        # log U as log1p(U - 1): U - 1 is exact, and this keeps seeded draws
+        # bit-identical to taking log1p(-V) of the torch.rand value V = 1 - U.
+        gaps = torch.log1p(u.sub_(1.0))
         return gaps.div_(math.log1p(-self.sampling_rate)).floor_().add_(1.0)
