@@ -594,9 +594,13 @@ def test_best_checkpoint_is_flagged_non_private(biased):
         ).fit(X, y, sensitive_features=group)
     assert clf.epsilon_ == np.inf
     assert 0 < clf.training_epsilon_ <= 2.0
-    assert clf.checkpoint_step_ % max(1, clf.n_steps_ // 20) == 0
+    assert clf.checkpoint_step_ % -(-clf.n_steps_ // 20) == 0
+    with pytest.warns(UserWarning, match="training only"):
+        clf.privacy_curve(3)
     # the chosen checkpoint satisfies the (loose) constraint on the training data
     assert clf.constraint_violation(X, y, sensitive_features=group) <= 0.0
+    clf.set_params(return_iterate="average").fit(X, y, sensitive_features=group)
+    assert not hasattr(clf, "training_epsilon_") and np.isfinite(clf.epsilon_)
 
 
 def test_gradient_norm_diagnostics(biased):
@@ -646,3 +650,28 @@ def test_sample_rate_and_secure_rng(biased):
     b = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
     assert not np.array_equal(a.coef_, b.coef_)
     assert a.epsilon_ == b.epsilon_ <= 1.0
+
+
+@pytest.mark.parametrize("estimator", ["dpsgd", "raco"])
+def test_one_huge_record_cannot_break_the_fit(biased, estimator):
+    """A record whose squared norm or logits overflow float32 is dropped by
+    clipping; it must not turn the sum (and so the model) into NaN."""
+    X, y, group = biased
+    X = X.copy()
+    X[:30, 0] = 2e19
+    if estimator == "dpsgd":
+        clf = DPSGDClassifier(epsilon=1.0, max_epochs=2, random_state=0).fit(X, y)
+    else:
+        clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=2, random_state=0).fit(
+            X, y, sensitive_features=group)
+    assert np.isfinite(clf.coef_).all()
+    assert clf.score(X[30:], y[30:]) > 0.6
+
+
+def test_checkpoints_are_at_most_twenty(biased):
+    X, y, group = biased
+    with pytest.warns(UserWarning, match="not private"):
+        clf = DPRateConstrainedClassifier(
+            epsilon=1.0, max_steps=39, return_iterate="best_checkpoint", random_state=0
+        ).fit(X, y, sensitive_features=group)
+    assert clf.checkpoint_step_ % 2 == 0 or clf.checkpoint_step_ == 39

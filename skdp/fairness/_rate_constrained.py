@@ -411,6 +411,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self : DPRateConstrainedClassifier
         """
         self._validate_params()
+        for stale in ("training_epsilon_", "checkpoint_step_"):
+            self.__dict__.pop(stale, None)
         X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
         n = X.shape[0]
         n_classes = len(self.classes_)
@@ -460,7 +462,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         backend = self._make_backend(X_t, n_classes, seed)
         checkpoint_every = None
         if self.return_iterate == "best_checkpoint":
-            checkpoint_every = max(1, steps // _N_CHECKPOINTS)
+            checkpoint_every = math.ceil(steps / _N_CHECKPOINTS)
         if self.record_gradient_norms:
             warnings.warn(
                 "record_gradient_norms=True: history_['gradient_norms'] holds exact, "
@@ -765,6 +767,12 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             Columns: step count, epsilon at ``delta_``.
         """
         check_is_fitted(self)
+        if hasattr(self, "training_epsilon_") and self.dp_event_ is not None:
+            warnings.warn(
+                "return_iterate='best_checkpoint' chose the model non-privately: this curve "
+                "covers the training only, not the released model (epsilon_ is inf).",
+                UserWarning,
+            )
         event = self.dp_event_
         if not isinstance(event, dpa.ComposedDpEvent):
             return super().privacy_curve(n_points)

@@ -22,23 +22,17 @@ class LinearBackend:
 
     def __init__(self, X, n_outputs):
         ones = torch.ones((X.shape[0], 1), dtype=X.dtype, device=X.device)
-        inputs = torch.cat([X, ones], dim=1)
-        # one gather per step: inputs with their squared norms in a last column
-        self._rows = torch.cat([inputs, inputs.square().sum(1, keepdim=True)], dim=1)
-        self._width = inputs.shape[1]
-        # The weights are a view of a matrix with a zero last column, so the
-        # logits and the gradient sum are products with whole gathered rows:
-        # a column slice of the batch would cost BLAS a strided copy.
-        self._padded = torch.zeros(
-            (n_outputs, self._width + 1), dtype=X.dtype, device=X.device
+        self._rows = torch.cat([X, ones], dim=1)
+        self._sq_norms = self._rows.square().sum(1)
+        self.weights = torch.zeros(
+            (n_outputs, self._rows.shape[1]), dtype=X.dtype, device=X.device
         )
-        self.weights = self._padded[:, : self._width]
         self.parameters = [self.weights]
 
     def forward(self, idx):
         """Return ``(batch, logits_t)`` for the rows ``idx``; logits class-major."""
         batch = self._rows.index_select(0, idx)
-        return batch, self._padded @ batch.T
+        return batch, self.weights @ batch.T
 
     def clipped_grad_sum(self, idx, batch, logits_t, head, targets_t, max_norm):
         """Clipped per-sample gradient sum (list aligned with ``parameters``).
@@ -47,10 +41,9 @@ class LinearBackend:
         """
         out_grad = head.output_grad(logits_t, *targets_t)
         total, sq_norms = clipped_linear_sum(
-            batch, out_grad, max_norm, input_sq_norms=batch[:, -1]
+            batch, out_grad, max_norm, input_sq_norms=self._sq_norms.index_select(0, idx)
         )
-        # the last column multiplies the squared-norm column: not a gradient
-        return [total[:, : self._width]], sq_norms
+        return [total], sq_norms
 
     def predict_logits(self, X):
         return X @ self.weights[:, :-1].T + self.weights[:, -1]

@@ -56,9 +56,10 @@ def clipped_linear_sum(inputs, output_grads, max_norm, *, input_sq_norms=None):
 
     Notes
     -----
-    Inputs and output gradients must be finite (the estimators check X in
-    the training precision); a sample with a non-finite gradient would make
-    the sum NaN, which no noise can hide.
+    Inputs must be finite (the estimators check X in the training
+    precision). A sample whose output gradient is not finite, or whose
+    gradient norm overflows, contributes nothing: a NaN in the sum could
+    not be hidden by any noise.
 
     Examples
     --------
@@ -75,8 +76,10 @@ def clipped_linear_sum(inputs, output_grads, max_norm, *, input_sq_norms=None):
     # a product, not square(): torch's pow kernel is several times slower here
     squared_norms = (output_grads * output_grads).sum(0) * input_sq_norms
     factors = clip_factors(squared_norms, max_norm)
-    grad_sum = (output_grads * factors) @ inputs
-    return grad_sum, squared_norms
+    # a record whose output gradient is not finite (overflowing logits) gets
+    # factor 0, and its NaN * 0 must not reach the sum
+    scaled = (output_grads * factors).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
+    return scaled @ inputs, squared_norms
 
 
 def clipped_module_sum(module, sample_loss, inputs, *targets, max_norm):
