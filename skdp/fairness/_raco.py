@@ -27,6 +27,11 @@ from ..privacy import NoiseStream, PoissonSampler, gaussian_noise
 from ._rates import dual_quantities
 
 
+def _cross_entropy(logits, onehot):
+    """Per-sample cross-entropy of batch-major logits."""
+    return -(onehot * torch.log_softmax(logits, dim=1)).sum(1)
+
+
 class RateConstrainedHead:
     """Per-sample loss ``CE(h, y) + B * <w, softmax(tau * h)>`` of logits ``h``.
 
@@ -42,9 +47,11 @@ class RateConstrainedHead:
         self.batch_scale = batch_scale
 
     def loss(self, logits, onehot, weights):
-        ce = -(onehot * torch.log_softmax(logits, dim=1)).sum(1)
+        return _cross_entropy(logits, onehot) + self._constraint_loss(logits, weights)
+
+    def _constraint_loss(self, logits, weights):
         soft = torch.softmax(self.temperature * logits, dim=1)
-        return ce + self.batch_scale * (weights * soft).sum(1)
+        return self.batch_scale * (weights * soft).sum(1)
 
     def output_grad(self, logits_t, onehot_t, weights_t):
         probs = torch.softmax(logits_t, dim=0)
@@ -72,9 +79,8 @@ class _PartHead:
 
     def loss(self, logits, onehot, weights):
         if self.part == "loss":
-            return -(onehot * torch.log_softmax(logits, dim=1)).sum(1)
-        soft = torch.softmax(self.head.temperature * logits, dim=1)
-        return self.head.batch_scale * (weights * soft).sum(1)
+            return _cross_entropy(logits, onehot)
+        return self.head._constraint_loss(logits, weights)
 
     def output_grad(self, logits_t, onehot_t, weights_t):
         if self.part == "loss":

@@ -439,8 +439,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 UserWarning,
             )
 
-        self.batch_size_ = self._resolve_batch_size(n)
-        q = self._check_privacy_setup(n, self.batch_size_)
+        q = self._check_privacy_setup(n, self._resolve_batch_size(n))
+        self.batch_size_ = self._expected_batch_size(n, q)
         steps = self._n_steps_requested(q)
         start = time.perf_counter()
         initial_std, initial_event = self._initial_event()
@@ -558,8 +558,6 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         )
 
     def _resolve_batch_size(self, n):
-        if self.sample_rate is not None:
-            return max(1, int(round(self.sample_rate * n)))
         if self.batch_size == "auto":
             return int(min(max(n // 4, 1), max(64, round(6 * math.sqrt(n)))))
         return int(self.batch_size)
