@@ -9,16 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
-from skdp.fairness._constraints import (
-    CompiledConstraints,
+from skdp.fairness._builders import (
     DemographicParity,
     EqualizedOdds,
     EqualOpportunity,
     FalseNegativeRate,
     FalsePositiveRate,
     PositiveRateBound,
-    RateConstraint,
-    Subset,
+)
+from skdp.fairness._compiled import CompiledConstraints, make_constraints
+from skdp.fairness._rate_constraint import RateConstraint
+from skdp.fairness._rates import (
     TorchConstraints,
     cell_histogram,
     cell_weights,
@@ -26,8 +27,8 @@ from skdp.fairness._constraints import (
     evaluate_constraints,
     evaluate_hard_constraints,
     local_set_sizes,
-    make_constraints,
 )
+from skdp.fairness._subsets import Subset
 
 
 def _local_set_atoms(compiled, m):

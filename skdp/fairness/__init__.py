@@ -1,18 +1,17 @@
 """Fairness rate constraints and the private rate-constrained classifier."""
 
-from ._constraints import (
-    CompiledConstraints,
+from ._builders import (
     DemographicParity,
     EqualizedOdds,
     EqualOpportunity,
     FalseNegativeRate,
     FalsePositiveRate,
     PositiveRateBound,
-    RateConstraint,
-    Subset,
-    make_constraints,
 )
+from ._compiled import CompiledConstraints, make_constraints
+from ._rate_constraint import RateConstraint
 from ._rate_constrained import DPRateConstrainedClassifier
+from ._subsets import Subset
 
 __all__ = [
     "CompiledConstraints",

@@ -168,15 +168,71 @@ def batch_histogram(logits_t, cells_t, dual_rates, temperature):
     return cells_t @ rows_t.T
 
 
+@dataclass(frozen=True)
+class RacoConfig:
+    """Settings of one RaCO-DP run, built by the estimator.
+
+    Attributes
+    ----------
+    n_steps : int
+    sampling_rate : float
+        Poisson sampling rate q (the expected batch is ``q * n``).
+    max_grad_norm : float
+        Clipping bound C of each record's whole gradient.
+    noise : RacoNoise
+        Noise of the releases (from the estimator's privacy report).
+    temperature : float
+        Temperature tau of the soft rates.
+    dual_learning_rate, dual_bound, dual_bound_type, dual_update, dual_momentum,
+    dual_optimism, dual_rates, clip_constraint_values, min_denominator
+        Multiplier updates (see :class:`~skdp.DPRateConstrainedClassifier`).
+    optimizer, learning_rate, momentum
+        Primal optimizer.
+    averaging : float
+        Fraction of final steps whose parameters are averaged into the result.
+    denominator : {"histogram", "separate_noisy", "expected"}
+        Local-set sizes dividing the histogram sums: from the noisy histogram
+        itself, from per-cell record counts released separately with noise
+        ``noise.cell_counts``, or the ``fixed_sizes`` given to
+        :func:`train_raco`.
+    freeze_denominators : bool
+        Keep the first step's sizes for the whole run.
+    checkpoint_every : int or None
+        Keep a copy of the parameters every this many steps (returned as
+        ``"checkpoints"``, a list of (step, parameter list) pairs).
+    record_gradient_norms : bool
+        Record the exact (non-private) mean per-record gradient norms of the
+        loss and constraint parts as ``"gradient_norms"`` (T, 2).
+    verbose : int
+    """
+
+    n_steps: int
+    sampling_rate: float
+    max_grad_norm: float
+    noise: RacoNoise = RacoNoise()
+    temperature: float = 2.0
+    dual_learning_rate: float = 0.3
+    dual_bound: float = None
+    dual_bound_type: str = "box"
+    dual_update: str = "projected"
+    dual_momentum: float = 0.9
+    dual_optimism: float = 0.0
+    dual_rates: str = "hard"
+    clip_constraint_values: bool = False
+    min_denominator: float = 1.0
+    optimizer: str = "sgd"
+    learning_rate: float = 0.2
+    momentum: float = 0.5
+    averaging: float = 0.0
+    denominator: str = "histogram"
+    freeze_denominators: bool = False
+    checkpoint_every: int = None
+    record_gradient_norms: bool = False
+    verbose: int = 0
+
+
 @torch.no_grad()
-def train_raco(
-    backend, onehot, cells, constraints, *, n_steps, sampling_rate, max_grad_norm, noise,
-    temperature, dual_learning_rate, dual_bound, dual_rates, min_denominator,
-    optimizer, learning_rate, momentum, generator, averaging=0.0, dual_optimism=0.0,
-    clip_constraint_values=False, dual_update="projected", dual_momentum=0.9,
-    dual_bound_type="box", denominator="histogram", fixed_sizes=None,
-    freeze_denominators=False, checkpoint_every=None, record_gradient_norms=False, verbose=0,
-):
+def train_raco(backend, onehot, cells, constraints, config, generator, fixed_sizes=None):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
 
     Parameters
@@ -188,24 +244,11 @@ def train_raco(
         that no constraint uses (released too, so the histogram total counts
         the batch).
     constraints : compiled constraints as torch tensors (``to_torch``).
-    noise : RacoNoise
-    averaging : float
-        Fraction of final steps whose parameters are averaged into the result.
-    denominator : {"histogram", "separate_noisy", "expected"}
-        Local-set sizes dividing the histogram sums: from the noisy histogram
-        itself, from per-cell record counts released separately with noise
-        ``noise.cell_counts``, or the given ``fixed_sizes``.
+    config : RacoConfig
+    generator : torch.Generator or SecureGenerator
     fixed_sizes : tensor (M,) or None
         Sizes for ``denominator="expected"`` (expected batch share of noisy
         full-data local-set sizes).
-    freeze_denominators : bool
-        Keep the first step's sizes for the whole run.
-    checkpoint_every : int or None
-        Keep a copy of the parameters every this many steps (returned as
-        ``"checkpoints"``, a list of (step, parameter list) pairs).
-    record_gradient_norms : bool
-        Record the exact (non-private) mean per-record gradient norms of the
-        loss and constraint parts as ``"gradient_norms"`` (T, 2).
 
     Returns
     -------
@@ -217,22 +260,22 @@ def train_raco(
     """
     n, n_classes = onehot.shape
     n_cells = constraints.membership.shape[1]
-    expected_batch = sampling_rate * n
-    clip = max_grad_norm
-    grad_std = noise.gradient * max_grad_norm if noise.private else 0.0
-    head = RateConstrainedHead(temperature, expected_batch)
-    opt = make_optimizer(optimizer, backend.parameters, learning_rate, momentum)
-    average = TailAverage(backend.parameters, n_steps, averaging)
+    expected_batch = config.sampling_rate * n
+    clip, noise = config.max_grad_norm, config.noise
+    grad_std = noise.gradient * clip if noise.private else 0.0
+    head = RateConstrainedHead(config.temperature, expected_batch)
+    opt = make_optimizer(config.optimizer, backend.parameters, config.learning_rate, config.momentum)
+    average = TailAverage(backend.parameters, config.n_steps, config.averaging)
     dtype, device = onehot.dtype, onehot.device
     grad_noise = gradient_noise_stream(backend.parameters, generator)
     hist_noise = NoiseStream(
         (n_cells + 1) * n_classes, generator, dtype=dtype, kind=noise.histogram_mechanism
     )
-    separate = denominator == "separate_noisy"
+    separate = config.denominator == "separate_noisy"
     if separate:
         count_noise = NoiseStream(n_cells + 1, generator, dtype=dtype, kind=noise.histogram_mechanism)
     membership = constraints.membership
-    step_sizes = None if fixed_sizes is None else fixed_sizes.clamp_min(min_denominator)
+    step_sizes = None if fixed_sizes is None else fixed_sizes.clamp_min(config.min_denominator)
     checkpoints, norms_seen = [], []
     # class-major per-record columns gathered once per step: labels, then
     # the one-hot cell (cell n_cells collects records no constraint uses)
@@ -240,37 +283,37 @@ def train_raco(
         [onehot.T, torch.nn.functional.one_hot(cells, n_cells + 1).T.to(dtype)]
     ).contiguous()
     # multiplicative updates cannot leave 0, so they start just above it
-    start_value = 1e-3 if dual_update == "exponentiated" else 0.0
+    start_value = 1e-3 if config.dual_update == "exponentiated" else 0.0
     lam = torch.full((constraints.tolerance.shape[0],), start_value, dtype=dtype, device=device)
     previous = torch.zeros_like(lam)
     velocity = torch.zeros_like(lam)
     tolerance = constraints.tolerance
     # per-step releases, stacked at the end (a list append costs nothing)
     lambdas, values_seen, sizes_seen, hists, clipped_counts = [], [], [], [], []
-    report_every = max(1, n_steps // 10)
+    report_every = max(1, config.n_steps // 10)
     start = time.perf_counter()
-    sampler = PoissonSampler(n, sampling_rate, generator)
-    for step, idx in enumerate(sampler.batches(n_steps)):
+    sampler = PoissonSampler(n, config.sampling_rate, generator)
+    for step, idx in enumerate(sampler.batches(config.n_steps)):
         batch, logits_t = backend.forward(idx)
         picked = columns.index_select(1, idx)
         onehot_t, cells_t = picked[:n_classes], picked[n_classes:]
-        hist = batch_histogram(logits_t, cells_t, dual_rates, temperature)
+        hist = batch_histogram(logits_t, cells_t, config.dual_rates, config.temperature)
         if noise.private:
             hist.add_(hist_noise.next().view(hist.shape), alpha=noise.histogram)
-        if separate and not (freeze_denominators and step > 0):
+        if separate and not (config.freeze_denominators and step > 0):
             counts = cells_t.sum(1)
             if noise.private:
                 counts.add_(count_noise.next(), alpha=noise.cell_counts)
-            step_sizes = (membership @ counts[:n_cells]).clamp_min_(min_denominator)
+            step_sizes = (membership @ counts[:n_cells]).clamp_min_(config.min_denominator)
         values, weights, sizes = dual_quantities(
-            hist[:n_cells], lam, constraints, min_denominator, clip_constraint_values,
+            hist[:n_cells], lam, constraints, config.min_denominator, config.clip_constraint_values,
             sizes=step_sizes,
         )
-        if freeze_denominators and step == 0:
+        if config.freeze_denominators and step == 0:
             step_sizes = sizes
         values -= tolerance
         weights_t = weights.T @ cells_t[:n_cells]
-        if record_gradient_norms:
+        if config.record_gradient_norms:
             norms_seen.append(
                 _mean_gradient_norms(backend, idx, batch, logits_t, head, (onehot_t, weights_t))
             )
@@ -282,7 +325,7 @@ def train_raco(
         clipped_counts.append((sq_norms > clip * clip).sum())
         noisy_update(opt, sums, grad_std, expected_batch, grad_noise)
         average.update(step)
-        if checkpoint_every and (step + 1) % checkpoint_every == 0:
+        if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:
             checkpoints.append((step + 1, [p.clone() for p in backend.parameters]))
         lambdas.append(lam)
         values_seen.append(values)
@@ -290,24 +333,28 @@ def train_raco(
         hists.append(hist)
         # optimistic ascent: the extra (g_t - g_{t-1}) term damps the cycling
         # of descent-ascent; both are post-processing of noisy releases
-        step_dir = values + dual_optimism * (values - previous) if dual_optimism else values
+        optimism = config.dual_optimism
+        step_dir = values + optimism * (values - previous) if optimism else values
         previous = values
-        cap = _MAX_MULTIPLIER if dual_bound is None or dual_bound_type == "l1" else dual_bound
-        if dual_update == "exponentiated":
+        cap = config.dual_bound
+        if cap is None or config.dual_bound_type == "l1":
+            cap = _MAX_MULTIPLIER
+        if config.dual_update == "exponentiated":
             # noisy rates are unbounded (a floored noisy denominator can make
             # them large), so the multiplicative step is bounded
             step_dir = step_dir.clamp(-1.0, 1.0)
-            lam = (lam * torch.exp(dual_learning_rate * step_dir)).clamp_(1e-6, cap)
-        elif dual_update == "momentum":
-            velocity = velocity.mul_(dual_momentum).add_(step_dir, alpha=dual_learning_rate)
+            lam = (lam * torch.exp(config.dual_learning_rate * step_dir)).clamp_(1e-6, cap)
+        elif config.dual_update == "momentum":
+            velocity = velocity.mul_(config.dual_momentum)
+            velocity.add_(step_dir, alpha=config.dual_learning_rate)
             lam = (lam + velocity).clamp_(0.0, cap)
         else:
-            lam = torch.add(lam, step_dir, alpha=dual_learning_rate).clamp_(0.0, cap)
-        if dual_bound is not None and dual_bound_type == "l1":
-            lam = project_l1_orthant(lam, dual_bound)
-        if verbose and ((step + 1) % report_every == 0 or step + 1 == n_steps):
+            lam = torch.add(lam, step_dir, alpha=config.dual_learning_rate).clamp_(0.0, cap)
+        if config.dual_bound is not None and config.dual_bound_type == "l1":
+            lam = project_l1_orthant(lam, config.dual_bound)
+        if config.verbose and ((step + 1) % report_every == 0 or step + 1 == config.n_steps):
             print(
-                f"[RaCO-DP] step {step + 1}/{n_steps}  max lambda {float(lam.max()):.3f}  "
+                f"[RaCO-DP] step {step + 1}/{config.n_steps}  max lambda {float(lam.max()):.3f}  "
                 f"max noisy violation {float(values.max()):+.3f}  "
                 f"elapsed {time.perf_counter() - start:.2f}s"
             )
@@ -324,9 +371,9 @@ def train_raco(
         "clipped_fraction": clipped / batch_size.clamp_min(1.0),
         "histogram": hist_all,
     }
-    if record_gradient_norms:
+    if config.record_gradient_norms:
         history["gradient_norms"] = torch.stack(norms_seen)
-    if checkpoint_every:
+    if config.checkpoint_every:
         history["checkpoints"] = checkpoints
     average.finalize()
     history["final_lambda"] = lam

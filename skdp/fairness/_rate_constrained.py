@@ -5,7 +5,6 @@ import time
 import warnings
 from numbers import Integral, Real
 
-import dp_accounting as dpa
 import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -15,21 +14,16 @@ from sklearn.utils.validation import check_is_fitted
 from .._base import BaseDPClassifier, split_sensitive_columns
 from .._groups import encode_groups
 from ..privacy import (
+    BatchReleases,
+    InitialRelease,
     PrivacyBudgetError,
+    Release,
+    ReleasePlan,
     gaussian_noise,
-    calibrate_noise_multiplier,
-    calibrate_steps,
-    compute_epsilon,
-    gdp_to_pure_dp,
-    joint_noise_multiplier,
-    pure_dp_to_gdp,
-    poisson_gaussian_event,
-    poisson_gaussian_step,
-    sensitivity_factor,
 )
-from ._constraints import evaluate_constraints, evaluate_hard_constraints, make_constraints
-from ..privacy._accounting import gdp_mu, with_initial_event
-from ._raco import RacoNoise, train_raco
+from ._compiled import make_constraints
+from ._rates import evaluate_constraints, evaluate_hard_constraints
+from ._raco import RacoConfig, RacoNoise, train_raco
 
 #: Share of the per-step privacy (in GDP mu^2 terms) given to the clipped-
 #: record count when the noise is calibrated.
@@ -443,8 +437,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.batch_size_ = self._expected_batch_size(n, q)
         steps = self._n_steps_requested(q)
         start = time.perf_counter()
-        initial_std, initial_event = self._initial_event()
-        noise, steps, accounted_joint = self._calibrate(q, steps, initial_event)
+        report = self._spend_budget(self._release_plan(q, steps))
+        noise = self._noise(report)
+        steps = report.steps[0]
         calibration_time = time.perf_counter() - start
 
         generator, seed, device = self._make_generator()
@@ -458,11 +453,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         cells = np.where(cells < 0, n_cells, cells)  # spare cell for records no constraint uses
         cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
         tensors = self.constraints_.to_torch(device=device, dtype=X_t.dtype)
-        fixed_sizes = self._expected_sizes(cells_t, tensors, q, initial_std, generator)
+        fixed_sizes = self._expected_sizes(cells_t, tensors, q, report, generator)
         backend = self._make_backend(X_t, n_classes, seed)
-        checkpoint_every = None
-        if self.return_iterate == "best_checkpoint":
-            checkpoint_every = math.ceil(steps / _N_CHECKPOINTS)
         if self.record_gradient_norms:
             warnings.warn(
                 "record_gradient_norms=True: history_['gradient_norms'] holds exact, "
@@ -470,50 +462,53 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 "covered by epsilon_.",
                 UserWarning,
             )
+        config = RacoConfig(
+            n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm, noise=noise,
+            temperature=self.temperature, dual_learning_rate=self.dual_learning_rate,
+            dual_bound=self.dual_bound, dual_bound_type=self.dual_bound_type,
+            dual_update=self.dual_update, dual_momentum=self.dual_momentum,
+            dual_optimism=self.dual_optimism, dual_rates=self.dual_rates,
+            clip_constraint_values=self.clip_constraint_values,
+            min_denominator=self.min_denominator, optimizer=self.optimizer,
+            learning_rate=self.learning_rate, momentum=self.momentum,
+            averaging=self.averaging if self.return_iterate == "average" else 0.0,
+            denominator=self.denominator, freeze_denominators=self.freeze_denominators,
+            checkpoint_every=(
+                math.ceil(steps / _N_CHECKPOINTS)
+                if self.return_iterate == "best_checkpoint" else None
+            ),
+            record_gradient_norms=self.record_gradient_norms, verbose=self.verbose,
+        )
         start = time.perf_counter()
         with self._training_threads(device):
             history = train_raco(
-                backend, onehot, cells_t, tensors,
-                n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm, noise=noise,
-                temperature=self.temperature, dual_learning_rate=self.dual_learning_rate,
-                dual_bound=self.dual_bound, dual_rates=self.dual_rates,
-                min_denominator=self.min_denominator, optimizer=self.optimizer,
-                learning_rate=self.learning_rate, momentum=self.momentum,
-                generator=generator,
-                averaging=self.averaging if self.return_iterate == "average" else 0.0,
-                dual_optimism=self.dual_optimism,
-                clip_constraint_values=self.clip_constraint_values,
-                dual_update=self.dual_update, dual_momentum=self.dual_momentum,
-                dual_bound_type=self.dual_bound_type, denominator=self.denominator,
-                fixed_sizes=fixed_sizes, freeze_denominators=self.freeze_denominators,
-                checkpoint_every=checkpoint_every,
-                record_gradient_norms=self.record_gradient_norms,
-                verbose=self.verbose,
+                backend, onehot, cells_t, tensors, config, generator, fixed_sizes=fixed_sizes
             )
         checkpoints = history.pop("checkpoints", None)
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
         self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
-        self._set_privacy_report(noise, q, steps, accounted_joint, initial_event)
+        self._set_privacy_report(report, noise, q)
         if checkpoints is not None:
             self._select_checkpoint(backend, checkpoints, X_t, y_codes, group_codes)
         self._store_backend(backend)
         self._warn_from_history(noise)
         return self
 
-    def _expected_sizes(self, cells_t, tensors, sampling_rate, noise_std, generator):
+    def _expected_sizes(self, cells_t, tensors, sampling_rate, report, generator):
         """Expected per-batch local-set sizes for ``denominator="expected"``.
 
         ``sampling_rate`` times the local-set sizes of the whole training set,
-        computed from per-cell record counts released once with Gaussian noise
-        of std ``noise_std`` (accounted as the initial event); exact counts
-        without privacy. None for the other denominators.
+        computed from per-cell record counts released once with the Gaussian
+        noise of the report's ``"cell_sizes"`` release (the initial event);
+        exact counts without privacy. None for the other denominators.
         """
         if self.denominator != "expected":
             self.expected_sizes_ = None
             return None
         n_cells = tensors.membership.shape[1]
         counts = torch.bincount(cells_t, minlength=n_cells + 1)[:n_cells].to(tensors.membership.dtype)
+        noise_std = report.scale("cell_sizes")
         if noise_std is not None:
             counts = counts + gaussian_noise(counts, noise_std, generator)
         sizes = sampling_rate * (tensors.membership @ counts)
@@ -577,183 +572,79 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         gradient = 1.0 - self.histogram_noise_share - _COUNT_SHARE
         return gradient, histogram, counts, _COUNT_SHARE
 
-    def _scale_for_mu(self, mu):
-        """Noise scale of a sensitivity-1 histogram release that is mu-GDP."""
-        if self.histogram_noise == "laplace":
-            return 1.0 / gdp_to_pure_dp(mu)
-        return 1.0 / mu
+    def _release_plan(self, sampling_rate, steps):
+        """What each step releases, on one Poisson batch, and its budget shares.
 
-    def _mu_of_scale(self, scale):
-        if self.histogram_noise == "laplace":
-            return pure_dp_to_gdp(1.0 / scale)
-        return 1.0 / scale
-
-    def _noise_from_joint(self, joint, gradient=None):
-        """Split a joint noise multiplier into the releases' scales.
-
-        ``gradient`` fixes the gradient multiplier (the others follow from the
-        shares relative to it). Gradient and count noise are inflated by 1e-9
-        so the released noise dominates ``joint`` despite rounding.
+        The clipped gradient sum (l2 sensitivity C), the count of clipped
+        records and the histogram of predictions per cell (sensitivity 1:
+        a record adds one row on the simplex to one cell), plus, with
+        ``denominator="separate_noisy"``, per-cell record counts. With
+        ``denominator="expected"`` the cell sizes are released once before
+        training with ``_EXPECTED_SIZES_SHARE`` of the budget.
         """
         share_g, share_h, share_n, share_c = self._shares()
-        mu = 1.0 / joint
-        inflate = 1 + 1e-9
-        if gradient is None:
-            gradient = inflate / (mu * math.sqrt(share_g))
-        return RacoNoise(
-            gradient,
-            self._scale_for_mu(mu * math.sqrt(share_h)) * inflate,
-            self.histogram_noise,
-            inflate / (mu * math.sqrt(share_c)),
-            self._scale_for_mu(mu * math.sqrt(share_n)) * inflate if share_n else None,
+        fixed = self.histogram_noise_scale
+
+        def counts_release(name, share):
+            if fixed is None:
+                return Release(name, mechanism=self.histogram_noise, share=share)
+            return Release(name, mechanism=self.histogram_noise, noise_scale=fixed)
+
+        releases = [
+            Release("gradient", sensitivity=self.max_grad_norm, share=share_g),
+            Release("clip_count", share=share_c),
+            counts_release("histogram", share_h),
+        ]
+        if self.denominator == "separate_noisy":
+            releases.append(counts_release("cell_counts", share_n))
+        initial = []
+        if self.denominator == "expected":
+            initial.append(InitialRelease("cell_sizes", budget_share=_EXPECTED_SIZES_SHARE))
+        return ReleasePlan(
+            BatchReleases(releases, steps=steps, sampling_rate=sampling_rate),
+            initial=initial, neighboring=self.neighboring, accountant=self.accountant,
         )
 
-    def _split_joint(self, joint):
-        """Noise of the releases whose joint multiplier is ``joint``.
+    def _spend_budget(self, plan):
+        try:
+            return self._spend(plan)
+        except PrivacyBudgetError as exc:
+            if self.histogram_noise_scale is None:
+                raise
+            raise PrivacyBudgetError(
+                f"histogram_noise_scale={self.histogram_noise_scale}: {exc}"
+            ) from exc
 
-        A user-given ``histogram_noise_scale`` is kept (for the separate cell
-        counts too); the rest of the privacy is split between gradient and
-        clipped count in the ratio of their shares.
-        """
-        if self.histogram_noise_scale is None:
-            return self._noise_from_joint(joint)
-        histogram = float(self.histogram_noise_scale)
+    def _noise(self, report):
+        """The trainer's noise settings, read from the privacy report."""
         separate = self.denominator == "separate_noisy"
-        rest = 1.0 / joint**2 - self._mu_of_scale(histogram) ** 2 * (2 if separate else 1)
-        if rest <= 0:
-            raise PrivacyBudgetError(
-                f"histogram_noise_scale={histogram} alone spends more than epsilon="
-                f"{self.epsilon} at this number of steps; raise it or leave it None."
-            )
-        share_g, _, _, share_c = self._shares()
-        inflate = 1 + 1e-9
-        gradient = inflate / math.sqrt(rest * share_g / (share_g + share_c))
-        count = inflate / math.sqrt(rest * share_c / (share_g + share_c))
-        return RacoNoise(gradient, histogram, self.histogram_noise, count,
-                         histogram if separate else None)
-
-    def _step_event(self, noise, sampling_rate):
-        """One step's DpEvent (dominating all its releases) and its joint
-        multiplier, with sensitivities scaled for ``neighboring``."""
-        factor = sensitivity_factor(self.neighboring)
-        gaussian = [noise.gradient / factor, noise.clip_count / factor]
-        pure = []
-        for scale in (noise.histogram, noise.cell_counts):
-            if scale is None:
-                continue
-            if self.histogram_noise == "laplace":
-                pure.append(factor / scale)
-            else:
-                gaussian.append(scale / factor)
-        joint = joint_noise_multiplier(gaussian, pure)
-        return poisson_gaussian_step(joint, sampling_rate), joint
-
-    def _initial_event(self):
-        """The one-off release before training, or None.
-
-        ``denominator="expected"`` releases the record count of every cell
-        once, on the whole training set, with Gaussian noise taking a
-        ``_EXPECTED_SIZES_SHARE`` share of the budget (in GDP ``mu^2``).
-        """
-        if self.epsilon is None or self.denominator != "expected":
-            return None, None
-        mu = math.sqrt(_EXPECTED_SIZES_SHARE) * gdp_mu(self.epsilon, self.delta)
-        std = 1.0 / mu
-        factor = sensitivity_factor(self.neighboring)
-        return std, dpa.GaussianDpEvent(noise_multiplier=std / factor)
-
-    def _calibrate(self, sampling_rate, steps, initial_event):
-        """Noise scales and step count that fit the budget.
-
-        Returns ``(noise, steps, accounted_joint)``; ``accounted_joint`` is the
-        calibrated joint multiplier when the released noise reproduces it
-        exactly (then accounted as is), else None (account from the scales).
-        """
-        if self.epsilon is None:
-            return RacoNoise(histogram_mechanism=self.histogram_noise), steps, None
-        if self.noise_multiplier is None:
-            joint = calibrate_noise_multiplier(
-                self.epsilon, self.delta, sampling_rate, steps,
-                accountant=self.accountant, neighboring=self.neighboring,
-                initial_event=initial_event,
-            )
-            noise = self._split_joint(joint)
-            exact = self.histogram_noise == "gaussian" or self.neighboring == "add_remove"
-            if exact:
-                # the split reproduces the calibrated joint multiplier (and the
-                # released noise is inflated by 1e-9 so it dominates it)
-                return noise, steps, joint
-            # Laplace under replace-one: mu(2/b) is not 2 mu(1/b), so check
-            # with the accountant and raise the gradient and count noise
-            for _ in range(200):
-                event = with_initial_event(initial_event, dpa.SelfComposedDpEvent(
-                    self._step_event(noise, sampling_rate)[0], steps))
-                if compute_epsilon(event, self.delta, self.accountant) <= self.epsilon:
-                    return noise, steps, None
-                noise = RacoNoise(
-                    noise.gradient * 1.02, noise.histogram, self.histogram_noise,
-                    noise.clip_count * 1.02, noise.cell_counts,
-                )
-            raise PrivacyBudgetError(
-                f"histogram noise of scale {noise.histogram:.3g} alone spends more than "
-                f"epsilon={self.epsilon} over {steps} steps; raise histogram_noise_scale "
-                "or leave it None."
-            )
-        gradient = float(self.noise_multiplier)
-        share_g = self._shares()[0]
-        # the other scales follow from the shares, relative to the gradient's
-        noise = self._noise_from_joint(gradient * math.sqrt(share_g), gradient=gradient)
-        if self.histogram_noise_scale is not None:
-            histogram = float(self.histogram_noise_scale)
-            noise = RacoNoise(
-                gradient, histogram, self.histogram_noise, noise.clip_count,
-                histogram if noise.cell_counts is not None else None,
-            )
-        step_event, _ = self._step_event(noise, sampling_rate)
-        affordable = calibrate_steps(
-            step_event, self.epsilon, self.delta, accountant=self.accountant, max_steps=steps,
-            initial_event=initial_event,
+        return RacoNoise(
+            gradient=report.multiplier("gradient"),
+            histogram=report.scale("histogram"),
+            histogram_mechanism=self.histogram_noise,
+            clip_count=report.scale("clip_count"),
+            cell_counts=report.scale("cell_counts") if separate else None,
         )
-        if affordable == 0:
-            raise PrivacyBudgetError(
-                f"epsilon={self.epsilon} at delta={self.delta} cannot pay for a single step with "
-                f"noise_multiplier={self.noise_multiplier}; raise epsilon or the noise."
-            )
-        return noise, affordable, None
 
-    def _set_privacy_report(self, noise, sampling_rate, steps, accounted_joint, initial_event):
-        self.n_steps_ = steps
+    def _set_privacy_report(self, report, noise, sampling_rate):
+        self._store_privacy_report(report)
+        self.n_steps_ = report.steps[0]
         self.sampling_rate_ = sampling_rate
-        self.delta_ = self.delta
-        self.accountant_ = self.accountant
         self.noise_multiplier_ = noise.gradient
         self.histogram_noise_scale_ = noise.histogram
         self.clip_count_noise_ = noise.clip_count
         self.cell_count_noise_ = noise.cell_counts
-        if not noise.private:
-            self.joint_noise_multiplier_ = None
-            self.dp_event_ = None
-            self.epsilon_ = np.inf
-            return
-        if accounted_joint is not None:
-            # calibrated joint multiplier; the released noise dominates it
-            joint = accounted_joint
-            step_event = poisson_gaussian_step(joint, sampling_rate, neighboring=self.neighboring)
-            joint = joint / sensitivity_factor(self.neighboring)
-        else:
-            step_event, joint = self._step_event(noise, sampling_rate)
-        self.joint_noise_multiplier_ = joint
-        self.dp_event_ = with_initial_event(
-            initial_event, dpa.SelfComposedDpEvent(step_event, steps)
+        self.joint_noise_multiplier_ = (
+            report.joint_noise_multipliers[0] if report.private else None
         )
-        self.epsilon_ = compute_epsilon(self.dp_event_, self.delta, self.accountant)
 
     def privacy_curve(self, n_points=10):
         """Epsilon spent after each of ``n_points`` step counts up to ``n_steps_``.
 
-        Computed from ``dp_event_`` (which depends only on public settings),
-        so it releases nothing about the data. With ``denominator="expected"``
-        every point includes the one-off release of the group sizes.
+        Computed from the fitted privacy report (which depends only on public
+        settings), so it releases nothing about the data. With
+        ``denominator="expected"`` every point includes the one-off release of
+        the group sizes.
 
         Parameters
         ----------
@@ -771,19 +662,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 "covers the training only, not the released model (epsilon_ is inf).",
                 UserWarning,
             )
-        event = self.dp_event_
-        if not isinstance(event, dpa.ComposedDpEvent):
-            return super().privacy_curve(n_points)
-        initial, training = event.events
-        steps = np.unique(np.linspace(1, self.n_steps_, int(n_points)).round().astype(int))
-        eps = [
-            compute_epsilon(
-                with_initial_event(initial, dpa.SelfComposedDpEvent(training.event, int(t))),
-                self.delta_, self.accountant_,
-            )
-            for t in steps
-        ]
-        return np.column_stack([steps, eps])
+        return super().privacy_curve(n_points)
 
     # ------------------------------------------------------------ warnings
     def _warn_from_history(self, noise):
