@@ -1,15 +1,18 @@
-"""skdp.datasets: loaders on the local copies, checksums, download, data home,
+"""skdp.datasets: loaders, embedded copies, checksums, download, data home,
 preprocessing, and the synthetic generator.
 
-The loaders read the copies in ``../shared/datasets`` (or ``$SKDP_DATA``) and
-never touch the network: every test that could reach the downloader replaces
+Adult and German credit are read from the copies shipped in the package (or
+from ``$SKDP_DATA`` when it is set), so their tests always run. COMPAS is not
+shipped: its tests read ``$SKDP_DATA`` or ``../shared/datasets`` and skip
+without it, except under CI (``CI`` set), where a missing copy fails. No test
+touches the network: every test that could reach the downloader replaces
 ``urlopen``.
 """
 
+import gzip
 import hashlib
 import io
 import os
-import shutil
 from pathlib import Path
 from urllib.error import URLError
 
@@ -29,9 +32,18 @@ from skdp.datasets import (
     make_fair_classification,
     make_preprocessor,
 )
+from skdp.datasets._adult import ADULT_TEST, ADULT_TRAIN
+from skdp.datasets._compas import COMPAS
 from skdp.datasets._german import GERMAN
 
 pd = pytest.importorskip("pandas")
+
+# The SHA256 of the original files, as published in ../shared/datasets/README.md.
+PUBLISHED_SHA256 = {
+    "adult.data": "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
+    "adult.test": "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
+    "german.data": "b21f3d81db8071257d5ff1deaeba1fd4303b62712e6fcc9715c7a86202cb5871",
+}
 
 
 def _shared_datasets():
@@ -45,14 +57,27 @@ DATA = _shared_datasets()
 GERMAN_LINE = "A11 6 A34 A43 1169 A65 A75 4 A93 A101 4 A121 67 A143 A152 2 A173 1 A192 A201 1\n"
 
 
+def _in_ci():
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def _require(*relative):
+    """Return the folder of the local copies; skip (fail under CI) without them."""
     missing = [name for name in relative if not (DATA / name).is_file()]
     if missing:
-        pytest.skip(
+        message = (
             f"local dataset copies {missing} not found under {DATA} (set SKDP_DATA to the "
-            "folder holding adult/, compas/ and german/ to run these tests)"
+            "folder holding compas/ to run these tests)"
         )
+        if _in_ci():
+            pytest.fail(message + "; CI is set, so a missing data set is an error")
+        pytest.skip(message)
     return DATA
+
+
+def _embedded_bytes(filename):
+    """The decompressed bytes of the copy of ``filename`` shipped with skdp."""
+    return gzip.decompress((base._embedded_data_dir() / f"{filename}.gz").read_bytes())
 
 
 @pytest.fixture
@@ -83,26 +108,22 @@ def _serve(monkeypatch, payload):
 # --------------------------------------------------------------------------- Adult
 
 
+# Without data_home the loaders read $SKDP_DATA when it holds the files, else
+# the embedded copies: both are the same bytes. Loading Adult takes a fraction
+# of a second: the common variants are loaded once per module.
 @pytest.fixture(scope="module")
-def adult_home():
-    return _require("adult/adult.data", "adult/adult.test")
-
-
-# Loading Adult takes a fraction of a second: the common variants are loaded
-# once per module.
-@pytest.fixture(scope="module")
-def adult(adult_home):
-    return fetch_adult(data_home=adult_home)
+def adult():
+    return fetch_adult()
 
 
 @pytest.fixture(scope="module")
-def adult_frame(adult_home):
-    return fetch_adult(data_home=adult_home, as_frame=True)
+def adult_frame():
+    return fetch_adult(as_frame=True)
 
 
 @pytest.fixture(scope="module")
-def adult_frame_with_missing(adult_home):
-    return fetch_adult(data_home=adult_home, as_frame=True, drop_missing=False)
+def adult_frame_with_missing():
+    return fetch_adult(as_frame=True, drop_missing=False)
 
 
 def _check_adult(bunch, n_rows):
@@ -124,15 +145,13 @@ def test_adult_default_shape(adult):
     "subset, drop_missing, n_rows",
     [("train", False, 32561), ("test", False, 16281), ("test", True, 15060)],
 )
-def test_adult_shapes(adult_home, no_network, subset, drop_missing, n_rows):
-    _check_adult(
-        fetch_adult(data_home=adult_home, subset=subset, drop_missing=drop_missing), n_rows
-    )
+def test_adult_shapes(no_network, subset, drop_missing, n_rows):
+    _check_adult(fetch_adult(subset=subset, drop_missing=drop_missing), n_rows)
     assert not no_network
 
 
-def test_adult_all_is_train_then_test(adult_home, adult):
-    both = fetch_adult(data_home=adult_home, subset="all")
+def test_adult_all_is_train_then_test(adult):
+    both = fetch_adult(subset="all")
     _check_adult(both, 30162 + 15060)
     np.testing.assert_array_equal(both.data[:30162], adult.data)
     np.testing.assert_array_equal(both.target[:30162], adult.target)
@@ -187,20 +206,20 @@ def test_adult_missing_values_kept_as_nan(adult_frame_with_missing):
     assert not (data["workclass"] == "?").any()
 
 
-def test_adult_test_labels_lose_their_period(adult_home):
-    test = fetch_adult(data_home=adult_home, subset="test", as_frame=True)
+def test_adult_test_labels_lose_their_period():
+    test = fetch_adult(subset="test", as_frame=True)
     # The test file writes "<=50K." and ">50K."; both map to a class.
     assert test.target.value_counts().to_dict() == {0: 11360, 1: 3700}
 
 
-def test_adult_sensitive_options(adult_home):
-    with_sex = fetch_adult(data_home=adult_home, include_sensitive_in_features=True)
+def test_adult_sensitive_options():
+    with_sex = fetch_adult(include_sensitive_in_features=True)
     assert with_sex.data.shape == (30162, 14)
     assert "sex" in with_sex.categorical_features
     j = with_sex.feature_names.index("sex")
     np.testing.assert_array_equal(with_sex.data[:, j], with_sex.sensitive)
 
-    by_race = fetch_adult(data_home=adult_home, sensitive_attribute="race")
+    by_race = fetch_adult(sensitive_attribute="race")
     assert "race" not in by_race.feature_names and "sex" in by_race.feature_names
     assert set(by_race.sensitive) == {
         "White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"
@@ -314,13 +333,8 @@ def test_compas_options(compas_home):
 # --------------------------------------------------------------------------- German
 
 
-@pytest.fixture(scope="module")
-def german_home():
-    return _require("german/german.data")
-
-
-def test_german_default(german_home, no_network):
-    german = fetch_german(data_home=german_home)
+def test_german_default(no_network):
+    german = fetch_german()
     assert german.data.shape == (1000, 19)
     assert german.target.sum() == 700
     assert german.target_names == ["bad", "good"]
@@ -339,16 +353,108 @@ def test_german_default(german_home, no_network):
     assert not no_network
 
 
-def test_german_age_and_frame(german_home):
-    german = fetch_german(data_home=german_home, sensitive_attribute="age", as_frame=True)
+def test_german_age_and_frame():
+    german = fetch_german(sensitive_attribute="age", as_frame=True)
     assert "age" not in german.feature_names and "personal_status" in german.feature_names
     assert german.sensitive.name == "age_group"
     assert german.sensitive.value_counts().to_dict() == {"age>=25": 851, "age<25": 149}
     assert list(german.frame.columns) == german.feature_names + ["age_group", "credit"]
-    kept = fetch_german(data_home=german_home, include_sensitive_in_features=True)
+    kept = fetch_german(include_sensitive_in_features=True)
     assert kept.data.shape == (1000, 20) and "personal_status" in kept.feature_names
     Z = make_preprocessor(german, categories="schema").fit_transform(german.data)
     assert Z.shape[0] == 1000 and np.isfinite(Z).all()
+
+
+# ------------------------------------------------------------------- embedded copies
+
+
+@pytest.mark.parametrize("remote", [ADULT_TRAIN, ADULT_TEST, GERMAN], ids=lambda r: r.filename)
+def test_embedded_copies_are_the_published_files(remote):
+    content = _embedded_bytes(remote.filename)
+    assert hashlib.sha256(content).hexdigest() == PUBLISHED_SHA256[remote.filename]
+    assert remote.checksum == PUBLISHED_SHA256[remote.filename]
+    assert base._read_embedded(remote) == content
+
+
+def test_embedded_copies_are_small_and_attributed():
+    folder = base._embedded_data_dir()
+    shipped = sorted(f.name for f in folder.iterdir() if f.name.endswith(".gz"))
+    assert shipped == ["adult.data.gz", "adult.test.gz", "german.data.gz"]
+    assert sum(len((folder / name).read_bytes()) for name in shipped) < 2_000_000
+    notice = (folder / "README.txt").read_text(encoding="utf-8")
+    assert notice.count("CC BY 4.0") >= 2
+    assert "Becker" in notice and "Hofmann" in notice
+    # COMPAS is not CC BY: no copy is shipped.
+    assert base._read_embedded(COMPAS) is None
+
+
+@pytest.fixture
+def offline_fresh_user(tmp_path, monkeypatch, no_network):
+    """No SKDP_DATA, an empty home folder, no network: a fresh clone's situation."""
+    monkeypatch.delenv("SKDP_DATA", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_adult_and_german_load_without_env_var_or_network(offline_fresh_user, no_network):
+    assert fetch_adult(subset="train", drop_missing=False).data.shape[0] == 32_561
+    assert fetch_adult(subset="test", drop_missing=False).data.shape[0] == 16_281
+    assert fetch_adult(download_if_missing=False).data.shape == (30_162, 13)
+    assert fetch_german().data.shape[0] == 1_000
+    assert not no_network
+    assert not list(offline_fresh_user.iterdir())  # nothing written to ~/skdp_data
+
+
+def test_compas_without_local_copy_needs_the_download(offline_fresh_user, no_network):
+    with pytest.raises(FileNotFoundError, match="network disabled") as info:
+        fetch_compas()
+    expected = offline_fresh_user / "skdp_data" / "compas" / "compas-scores-two-years.csv"
+    assert str(expected) in str(info.value)
+    assert no_network == list(COMPAS.urls)
+
+
+def test_skdp_data_takes_precedence_over_the_embedded_copy(tmp_path, monkeypatch, no_network):
+    (tmp_path / "german").mkdir()
+    (tmp_path / "german" / "german.data").write_text(GERMAN_LINE)
+    monkeypatch.setenv("SKDP_DATA", str(tmp_path))
+    with pytest.raises(OSError, match="SHA256") as info:
+        fetch_german()
+    assert str(tmp_path / "german" / "german.data") in str(info.value)
+    assert not no_network
+
+
+def test_skdp_data_without_the_files_falls_back_to_the_embedded_copy(
+    tmp_path, monkeypatch, no_network
+):
+    monkeypatch.setenv("SKDP_DATA", str(tmp_path))
+    assert fetch_german().data.shape == (1000, 19)
+    assert fetch_adult(subset="test").data.shape == (15_060, 13)
+    assert not no_network
+    assert not list(tmp_path.iterdir())
+
+
+def test_explicit_data_home_is_not_replaced_by_the_embedded_copy(tmp_path, no_network):
+    with pytest.raises(FileNotFoundError):
+        fetch_german(data_home=tmp_path)
+    assert no_network == list(GERMAN.urls)
+
+
+def test_damaged_embedded_copy_is_rejected(tmp_path, monkeypatch, no_network):
+    monkeypatch.delenv("SKDP_DATA", raising=False)
+    (tmp_path / "german.data.gz").write_bytes(gzip.compress(GERMAN_LINE.encode()))
+    monkeypatch.setattr(base, "_embedded_data_dir", lambda: tmp_path)
+    with pytest.raises(OSError, match="embedded copy of 'german.data'.*SHA256"):
+        fetch_german()
+    assert not no_network
+
+
+def test_embedded_and_local_copies_give_the_same_data(tmp_path, monkeypatch):
+    monkeypatch.delenv("SKDP_DATA", raising=False)
+    _copy_german(tmp_path)
+    embedded, local = fetch_german(), fetch_german(data_home=tmp_path)
+    np.testing.assert_array_equal(embedded.data, local.data)
+    np.testing.assert_array_equal(embedded.target, local.target)
+    np.testing.assert_array_equal(embedded.sensitive, local.sensitive)
 
 
 # ------------------------------------------------------ data home, checksums, download
@@ -368,10 +474,8 @@ def test_get_data_home(tmp_path, monkeypatch):
 
 
 def _copy_german(home):
-    source = _require("german/german.data") / "german" / "german.data"
     (home / "german").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, home / "german" / "german.data")
-    return source
+    (home / "german" / "german.data").write_bytes(_embedded_bytes("german.data"))
 
 
 def test_skdp_data_env_var_is_honoured(tmp_path, monkeypatch, no_network):
@@ -445,16 +549,15 @@ def test_missing_file_without_download(tmp_path, no_network, loader, relative):
     assert not (tmp_path / relative.split("/")[0]).exists()
 
 
-def test_adult_test_file_missing_is_reported(tmp_path, adult_home, no_network):
+def test_adult_test_file_missing_is_reported(tmp_path, no_network):
     (tmp_path / "adult").mkdir()
-    shutil.copyfile(adult_home / "adult" / "adult.data", tmp_path / "adult" / "adult.data")
+    (tmp_path / "adult" / "adult.data").write_bytes(_embedded_bytes("adult.data"))
     with pytest.raises(FileNotFoundError, match="adult.test"):
         fetch_adult(data_home=tmp_path, subset="all")
 
 
 def test_download_with_valid_checksum(tmp_path, monkeypatch):
-    source = _require("german/german.data") / "german" / "german.data"
-    calls = _serve(monkeypatch, source.read_bytes())
+    calls = _serve(monkeypatch, _embedded_bytes("german.data"))
     home = tmp_path / "new" / "home"  # created on download
     german = fetch_german(data_home=home)
     assert calls == list(GERMAN.urls)
@@ -468,8 +571,7 @@ def test_download_with_valid_checksum(tmp_path, monkeypatch):
 
 
 def test_download_with_bad_checksum_keeps_nothing(tmp_path, monkeypatch):
-    source = _require("german/german.data") / "german" / "german.data"
-    _serve(monkeypatch, source.read_bytes()[:-10])
+    _serve(monkeypatch, _embedded_bytes("german.data")[:-10])
     with pytest.raises(OSError, match="SHA256 checksum") as info:
         fetch_german(data_home=tmp_path)
     assert "not kept" in str(info.value)
@@ -477,9 +579,6 @@ def test_download_with_bad_checksum_keeps_nothing(tmp_path, monkeypatch):
 
 
 def test_download_uses_the_published_sources():
-    from skdp.datasets._adult import ADULT_TEST, ADULT_TRAIN
-    from skdp.datasets._compas import COMPAS
-
     assert ADULT_TRAIN.urls[0].startswith("https://archive.ics.uci.edu/")
     assert ADULT_TEST.urls[0].endswith("/adult/adult.test")
     assert GERMAN.urls[0].endswith("/statlog/german/german.data")

@@ -1,10 +1,14 @@
 """Datasets for fairness and privacy benchmarks.
 
 Loaders for the public benchmarks of the fairness literature (UCI Adult,
-ProPublica COMPAS, UCI Statlog German credit), which download the data on
-first use into a data folder (see :func:`get_data_home`) and check its SHA256,
-the standard preprocessing for them (:func:`make_preprocessor`), and a
-synthetic generator with controllable groups (:func:`make_fair_classification`).
+ProPublica COMPAS, UCI Statlog German credit), the standard preprocessing for
+them (:func:`make_preprocessor`), and a synthetic generator with controllable
+groups (:func:`make_fair_classification`).
+
+Adult and German credit are shipped with skdp as compressed copies, so their
+loaders work offline; COMPAS is read from a data folder (see
+:func:`get_data_home`) or downloaded on first use. Every file is checked
+against its published SHA256.
 
 The loaders return a :class:`~sklearn.utils.Bunch` whose ``sensitive``
 attribute holds the sensitive attribute, kept out of the features ``data`` by

@@ -10,10 +10,24 @@ SHA256 has been checked); when it is not, it is downloaded from its public
 source into a temporary file of the same folder, checked, and only then moved
 into place, so that an interrupted or corrupted download never leaves a file
 behind.
+
+The small datasets whose licence allows it (Adult, German credit) are also
+shipped inside the package, gzip-compressed, in ``skdp/datasets/data/``. A
+loader reads the file, in order of precedence, from:
+
+1. the ``data_home`` argument, when given (downloading it there if missing);
+2. the folder named by the ``SKDP_DATA`` environment variable, when it holds
+   the file;
+3. the embedded copy, when the dataset has one;
+4. the data home of :func:`get_data_home`, downloading it there if missing.
+
+Embedded copies are checked against the same SHA256 as the original files.
 """
 
+import gzip
 import hashlib
 import http.client
+import importlib.resources
 import os
 import tempfile
 from collections import namedtuple
@@ -33,6 +47,8 @@ DATA_HOME_ENV = "SKDP_DATA"
 """Name of the environment variable that sets the default data home."""
 
 _DEFAULT_DATA_HOME = "~/skdp_data"
+_EMBEDDED_PACKAGE = "skdp.datasets.data"
+_EMBEDDED_SUFFIX = ".gz"
 _DOWNLOAD_TIMEOUT = 60.0
 _CHUNK_SIZE = 1 << 16
 _USER_AGENT = "skdp-datasets (Python urllib)"
@@ -67,6 +83,10 @@ def get_data_home(data_home=None):
     A leading ``~`` is expanded to the user's home folder. The folder is not
     created here: the loaders create it when they download a file, so that
     pointing ``data_home`` to a read-only folder of local copies works.
+
+    :func:`fetch_adult` and :func:`fetch_german` only use this folder when
+    ``data_home`` is given or ``SKDP_DATA`` holds their files; otherwise they
+    read the compressed copies shipped with skdp.
 
     Parameters
     ----------
@@ -251,6 +271,98 @@ def _fetch_file(dataset, remote, *, data_home=None, download_if_missing=True):
             + _where_hint(relative)
         )
     return path
+
+
+def _embedded_data_dir():
+    """Return the folder of the embedded copies (an importlib.resources Traversable)."""
+    return importlib.resources.files(_EMBEDDED_PACKAGE)
+
+
+def _read_embedded(remote):
+    """Return the decompressed, verified embedded copy of a file, or None.
+
+    Parameters
+    ----------
+    remote : RemoteFileMetadata
+        The file; its copy is ``<filename>.gz`` in :func:`_embedded_data_dir`.
+
+    Returns
+    -------
+    content : bytes or None
+        The bytes of the original file, or None when skdp ships no copy of it.
+
+    Raises
+    ------
+    OSError
+        If the decompressed bytes do not have the file's published SHA256.
+    """
+    resource = _embedded_data_dir() / (remote.filename + _EMBEDDED_SUFFIX)
+    if not resource.is_file():
+        return None
+    content = gzip.decompress(resource.read_bytes())
+    actual = hashlib.sha256(content).hexdigest()
+    if actual != remote.checksum:
+        raise OSError(
+            f"skdp's embedded copy of {remote.filename!r} ({str(resource)!r}) has SHA256 "
+            f"checksum {actual} once decompressed but {remote.checksum} was expected: the "
+            "installation is damaged. Reinstall skdp, or point the loader to a folder that "
+            f"holds the original file from {remote.urls[0]}: pass data_home=... or set the "
+            f"{DATA_HOME_ENV} environment variable."
+        )
+    return content
+
+
+def _in_env_data_home(dataset, remote):
+    """Whether the folder named by ``SKDP_DATA`` holds the file."""
+    env_home = os.environ.get(DATA_HOME_ENV)
+    if not env_home:
+        return False
+    return (Path(env_home).expanduser() / dataset / remote.filename).is_file()
+
+
+def _load_file(dataset, remote, *, data_home=None, download_if_missing=True):
+    """Return the verified content of one file of a dataset, and its origin.
+
+    The file is read from, in order of precedence: ``data_home`` when it is
+    not None (downloaded there if missing); the ``SKDP_DATA`` folder when it
+    holds the file; skdp's embedded copy when there is one; the data home of
+    :func:`get_data_home` (downloaded there if missing).
+
+    Parameters
+    ----------
+    dataset : str
+        Name of the dataset's folder inside the data home.
+    remote : RemoteFileMetadata
+        The file.
+    data_home : str or path-like, default=None
+        An explicit data folder; see :func:`get_data_home`.
+    download_if_missing : bool, default=True
+        Whether to download the file when it has to come from a data folder
+        that does not hold it.
+
+    Returns
+    -------
+    text : str
+        The file's content decoded as UTF-8, line endings untouched.
+    source : str
+        Where the content was read from, for error messages.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file has to come from a data folder that does not hold it and
+        it cannot or may not be downloaded.
+    OSError
+        If the file's SHA256 checksum is not the expected one.
+    """
+    if data_home is None and not _in_env_data_home(dataset, remote):
+        content = _read_embedded(remote)
+        if content is not None:
+            return content.decode("utf-8"), f"<skdp embedded copy of {dataset}/{remote.filename}>"
+    path = _fetch_file(
+        dataset, remote, data_home=data_home, download_if_missing=download_if_missing
+    )
+    return path.read_bytes().decode("utf-8"), str(path)
 
 
 def _check_pandas(caller):
@@ -456,8 +568,8 @@ def make_preprocessor(bunch, *, bounds="data", categories="data"):
     Examples
     --------
     >>> from skdp.datasets import fetch_adult, make_preprocessor
-    >>> adult = fetch_adult(as_frame=True)  # doctest: +SKIP
-    >>> make_preprocessor(adult).fit_transform(adult.data).shape  # doctest: +SKIP
+    >>> adult = fetch_adult(as_frame=True)
+    >>> make_preprocessor(adult).fit_transform(adult.data).shape
     (30162, 102)
 
     Public ranges, so that the preprocessing learns nothing from the data:
@@ -465,8 +577,9 @@ def make_preprocessor(bunch, *, bounds="data", categories="data"):
     >>> bounds = {"age": (16, 100), "fnlwgt": (0, 1.5e6), "education-num": (1, 16),
     ...           "capital-gain": (0, 1e5), "capital-loss": (0, 5e3),
     ...           "hours-per-week": (0, 100)}
-    >>> pre = make_preprocessor(adult, bounds=bounds,
-    ...                         categories="schema")  # doctest: +SKIP
+    >>> pre = make_preprocessor(adult, bounds=bounds, categories="schema")
+    >>> pre.fit_transform(adult.data).shape
+    (30162, 103)
     """
     for key in ("data", "numeric_features", "categorical_features", "feature_names"):
         if key not in bunch:

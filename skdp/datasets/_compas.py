@@ -146,9 +146,11 @@ def fetch_compas(
     ----------
     data_home : str or path-like, default=None
         The data folder; the file is
-        ``<data_home>/compas/compas-scores-two-years.csv``. If None, the
-        ``SKDP_DATA`` environment variable, else ``~/skdp_data`` (see
-        :func:`get_data_home`).
+        ``<data_home>/compas/compas-scores-two-years.csv``, downloaded there
+        if missing. If None, the ``SKDP_DATA`` environment variable, else
+        ``~/skdp_data`` (see :func:`get_data_home`). Unlike Adult and German
+        credit, COMPAS is not shipped with skdp (ProPublica's terms are not
+        CC BY), so without a local copy it needs the network once.
     sensitive_attribute : {"race", "sex"}, default="race"
         The column returned as ``sensitive``; the other one stays among the
         features. ``race`` has six values, two of them with fewer than 40

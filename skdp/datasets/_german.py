@@ -7,7 +7,7 @@ from ._base import (
     _check_bool,
     _check_categories,
     _check_option,
-    _fetch_file,
+    _load_file,
     _make_bunch,
 )
 
@@ -144,19 +144,22 @@ sensitive attribute is the age group.
 """
 
 
-def _read_german(path):
+def _read_german(text, source):
+    """Parse german.data into an array of shape (n_rows, 21) of strings.
+
+    ``text`` is the file's content and ``source`` names it in error messages.
+    """
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != len(_ATTRIBUTES) + 1:
-                raise ValueError(
-                    f"Line {lineno} of {str(path)!r} has {len(fields)} fields; "
-                    f"{len(_ATTRIBUTES) + 1} were expected."
-                )
-            rows.append(fields)
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != len(_ATTRIBUTES) + 1:
+            raise ValueError(
+                f"Line {lineno} of {source!r} has {len(fields)} fields; "
+                f"{len(_ATTRIBUTES) + 1} were expected."
+            )
+        rows.append(fields)
     return np.array(rows, dtype=object)
 
 
@@ -189,9 +192,11 @@ def fetch_german(
     Parameters
     ----------
     data_home : str or path-like, default=None
-        The data folder; the file is ``<data_home>/german/german.data``. If
-        None, the ``SKDP_DATA`` environment variable, else ``~/skdp_data``
-        (see :func:`get_data_home`).
+        A data folder holding ``<data_home>/german/german.data``; a missing
+        file is downloaded into it. If None, the file is read from the
+        folder named by the ``SKDP_DATA`` environment variable when it holds
+        it, else from the compressed copy shipped with skdp (no download, no
+        network). See :func:`get_data_home`.
     sensitive_attribute : {"sex", "age"}, default="sex"
         ``"sex"``: "Female" / "Male", derived from attribute 9 "personal
         status and sex" (A92, A95 female; A91, A93, A94 male); the Series is
@@ -206,8 +211,10 @@ def fetch_german(
         ``sensitive`` are Series and ``frame`` holds all of them. Requires
         pandas.
     download_if_missing : bool, default=True
-        If False, raise a FileNotFoundError when the data is not in
+        If False, raise a FileNotFoundError when the file is not in
         ``data_home`` instead of downloading it from the UCI repository.
+        Without ``data_home`` the shipped copy is used and nothing is
+        downloaded.
 
     Returns
     -------
@@ -225,7 +232,8 @@ def fetch_german(
         If the file is not in ``data_home`` and cannot (or may not) be
         downloaded. The message gives the full expected path.
     OSError
-        If the file's SHA256 checksum is not the published one.
+        If the file's SHA256 checksum (for the shipped copy, that of its
+        decompressed bytes) is not the published one.
 
     See Also
     --------
@@ -234,10 +242,10 @@ def fetch_german(
     Examples
     --------
     >>> from skdp.datasets import fetch_german
-    >>> german = fetch_german()  # doctest: +SKIP
-    >>> german.data.shape, german.target.mean()  # doctest: +SKIP
+    >>> german = fetch_german()
+    >>> german.data.shape, float(german.target.mean())
     ((1000, 19), 0.7)
-    >>> german.sensitive[:3]  # doctest: +SKIP
+    >>> german.sensitive[:3]
     array(['Male', 'Female', 'Male'], dtype=object)
     """
     _check_option(sensitive_attribute, "sensitive_attribute", tuple(_SENSITIVE_ATTRIBUTES))
@@ -248,10 +256,10 @@ def fetch_german(
     ]:
         _check_bool(value, name)
 
-    path = _fetch_file(
+    text, source = _load_file(
         "german", GERMAN, data_home=data_home, download_if_missing=download_if_missing
     )
-    table = _read_german(path)
+    table = _read_german(text, source)
 
     columns = {}
     for j, (name, codes) in enumerate(_ATTRIBUTES):
@@ -261,13 +269,13 @@ def fetch_german(
             continue
         unknown = sorted(set(values) - set(codes))
         if unknown:
-            raise ValueError(f"Attribute {name!r} of {str(path)!r} has unknown codes {unknown}.")
+            raise ValueError(f"Attribute {name!r} of {source!r} has unknown codes {unknown}.")
         columns[name] = np.array([codes[code] for code in values], dtype=object)
     _check_categories(columns, _CATEGORIES, "german")
 
     labels = table[:, -1]
     if not set(labels) <= {"1", "2"}:
-        raise ValueError(f"The class column of {str(path)!r} must hold 1 (good) and 2 (bad).")
+        raise ValueError(f"The class column of {source!r} must hold 1 (good) and 2 (bad).")
     target = (labels == "1").astype(np.int64)
 
     sensitive_name, source_columns = _SENSITIVE_ATTRIBUTES[sensitive_attribute]
