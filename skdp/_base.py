@@ -295,11 +295,42 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
             self.module_state_ = state
             self.coef_ = self.intercept_ = None
 
+    def _spend(self, plan, *, release="gradient"):
+        """Privacy report of ``plan`` under the estimator's budget.
+
+        Without privacy (``epsilon=None``): a report with epsilon inf. With a
+        fixed ``noise_multiplier``: release ``release`` gets it and the step
+        count is the most the budget affords (up to the planned one).
+        Otherwise the plan's noise is calibrated for the planned steps.
+        """
+        if self.epsilon is None:
+            return plan.non_private(self.delta)
+        if getattr(self, "noise_multiplier", None) is None:
+            return plan.calibrate(self.epsilon, self.delta)
+        report = plan.calibrate_steps(
+            self.epsilon, self.delta, release=release, noise_multiplier=self.noise_multiplier
+        )
+        if report.steps[0] < plan.batches[0].steps and self.verbose:
+            print(
+                f"[{type(self).__name__}] budget affords {report.steps[0]} of "
+                f"{plan.batches[0].steps} requested steps"
+            )
+        return report
+
+    def _store_privacy_report(self, report):
+        """Fitted privacy attributes, the same for every estimator."""
+        self.privacy_report_ = report
+        self.epsilon_ = report.epsilon
+        self.delta_ = report.delta
+        self.dp_event_ = report.dp_event
+        self.accountant_ = report.accountant
+
     def privacy_curve(self, n_points=10):
         """Epsilon spent after each of ``n_points`` step counts up to ``n_steps_``.
 
-        Computed from ``dp_event_`` (which depends only on public settings),
-        so it releases nothing about the data.
+        Computed from the fitted privacy report (which depends only on public
+        settings), so it releases nothing about the data; one-off releases
+        before training are included in every point.
 
         Parameters
         ----------
@@ -313,17 +344,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         if self.dp_event_ is None:
             raise ValueError("The estimator was fitted with epsilon=None: nothing was accounted.")
-        import dp_accounting as dpa
-
-        from .privacy import compute_epsilon
-
-        steps = np.unique(np.linspace(1, self.n_steps_, int(n_points)).round().astype(int))
-        step_event = self.dp_event_.event
-        eps = [
-            compute_epsilon(dpa.SelfComposedDpEvent(step_event, int(t)), self.delta_, self.accountant_)
-            for t in steps
-        ]
-        return np.column_stack([steps, eps])
+        return self.privacy_report_.privacy_curve(n_points)
 
     # -------------------------------------------------------------- predict
     def _validate_predict_X(self, X):

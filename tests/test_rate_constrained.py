@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from skdp import DPRateConstrainedClassifier, DPSGDClassifier
 from skdp.datasets import make_fair_classification
-from skdp.fairness._constraints import make_constraints
-from skdp.fairness._raco import RacoNoise, RateConstrainedHead, train_raco
+from skdp.fairness._compiled import make_constraints
+from skdp.fairness._raco import RacoConfig, RacoNoise, RateConstrainedHead, train_raco
 from skdp.metrics import demographic_parity_difference
 from skdp.models import LinearBackend, ModuleBackend
 from skdp.privacy import PLD_DISCRETIZATION, PoissonSampler
@@ -114,12 +114,14 @@ def test_noise_off_equals_nonprivate_sgda(biased):
     cells_np = np.where(cells_np < 0, compiled.n_cells, cells_np)
     cells = torch.as_tensor(cells_np)
     backend = LinearBackend(X, 2)
-    train_raco(
-        backend, onehot, cells, compiled.to_torch(device="cpu", dtype=torch.float64),
+    config = RacoConfig(
         n_steps=60, sampling_rate=0.1, max_grad_norm=float("inf"), noise=RacoNoise(),
         temperature=1.5, dual_learning_rate=0.7, dual_bound=None, dual_rates="soft",
         min_denominator=1.0, optimizer="sgd", learning_rate=0.3, momentum=0.9,
-        generator=torch.Generator().manual_seed(5),
+    )
+    train_raco(
+        backend, onehot, cells, compiled.to_torch(device="cpu", dtype=torch.float64),
+        config, torch.Generator().manual_seed(5),
     )
     theta, _ = _sgda_reference(X, onehot, cells, compiled, 60, 0.1, 0.3, 0.7, 1.5, seed=5)
     torch.testing.assert_close(backend.weights, theta, rtol=1e-7, atol=1e-9)
@@ -373,12 +375,11 @@ def _raco_run(X, y, groups, noise, **kw):
         n_steps=300, sampling_rate=0.1, max_grad_norm=1.0, noise=noise, temperature=1.0,
         dual_learning_rate=0.0, dual_bound=None, dual_rates="hard", min_denominator=1.0,
         optimizer="sgd", learning_rate=0.0, momentum=0.0,
-        generator=torch.Generator().manual_seed(0),
     )
     options.update(kw)
     history = train_raco(
         backend, onehot, torch.as_tensor(cells), compiled.to_torch(device="cpu", dtype=torch.float64),
-        **options,
+        RacoConfig(**options), torch.Generator().manual_seed(0),
     )
     return backend, history
 

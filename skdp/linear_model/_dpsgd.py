@@ -6,15 +6,8 @@ import numpy as np
 import torch
 
 from .._base import BaseDPClassifier
-from ..privacy import (
-    PrivacyBudgetError,
-    calibrate_noise_multiplier,
-    calibrate_steps,
-    compute_epsilon,
-    poisson_gaussian_event,
-    poisson_gaussian_step,
-)
-from ._trainer import train_dpsgd
+from ..privacy import BatchReleases, Release, ReleasePlan
+from ._trainer import DPSGDConfig, train_dpsgd
 
 
 class DPSGDClassifier(BaseDPClassifier):
@@ -127,6 +120,9 @@ class DPSGDClassifier(BaseDPClassifier):
     dp_event_ : dp_accounting.DpEvent
         The event actually composed: ``n_steps_`` Poisson-subsampled Gaussian
         releases.
+    privacy_report_ : skdp.privacy.PrivacyReport
+        The release plan's report: epsilon, event and the noise of each
+        release (here one, ``"gradient"``).
     noise_multiplier_ : float
     n_steps_ : int
     sampling_rate_ : float
@@ -234,8 +230,14 @@ class DPSGDClassifier(BaseDPClassifier):
         steps = self._n_steps_requested(q)
 
         start = time.perf_counter()
-        sigma, steps = self._calibrate(q, steps)
+        report = self._spend(self._release_plan(q, steps))
         calibration_time = time.perf_counter() - start
+        sigma, steps = report.multiplier("gradient"), report.steps[0]
+        config = DPSGDConfig(
+            n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm,
+            noise_multiplier=sigma, optimizer=self.optimizer,
+            learning_rate=self.learning_rate, momentum=self.momentum, verbose=self.verbose,
+        )
 
         generator, seed, device = self._make_generator()
         X_t = self._to_tensor(X, device)
@@ -245,48 +247,22 @@ class DPSGDClassifier(BaseDPClassifier):
         backend = self._make_backend(X_t, len(self.classes_), seed)
         start = time.perf_counter()
         with self._training_threads(device):
-            train_dpsgd(
-                backend, onehot, n_steps=steps, sampling_rate=q,
-                max_grad_norm=self.max_grad_norm, noise_multiplier=sigma,
-                optimizer=self.optimizer, learning_rate=self.learning_rate,
-                momentum=self.momentum, generator=generator, verbose=self.verbose,
-            )
+            train_dpsgd(backend, onehot, config, generator)
         self._store_backend(backend)
         self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
         self.n_steps_ = steps
         self.sampling_rate_ = q
         self.batch_size_ = self._expected_batch_size(n, q)
         self.noise_multiplier_ = sigma
-        self.delta_ = self.delta
-        self.accountant_ = self.accountant
-        if sigma is None:
-            self.dp_event_ = None
-            self.epsilon_ = np.inf
-        else:
-            self.dp_event_ = poisson_gaussian_event(sigma, q, steps, neighboring=self.neighboring)
-            self.epsilon_ = compute_epsilon(self.dp_event_, self.delta, self.accountant)
+        self._store_privacy_report(report)
         return self
 
-    def _calibrate(self, sampling_rate, steps):
-        """Noise multiplier and step count that fit the budget."""
-        if self.epsilon is None:
-            return None, steps
-        if self.noise_multiplier is None:
-            sigma = calibrate_noise_multiplier(
-                self.epsilon, self.delta, sampling_rate, steps,
-                accountant=self.accountant, neighboring=self.neighboring,
-            )
-            return sigma, steps
-        affordable = calibrate_steps(
-            poisson_gaussian_step(self.noise_multiplier, sampling_rate, neighboring=self.neighboring),
-            self.epsilon, self.delta, accountant=self.accountant, max_steps=steps,
+    def _release_plan(self, sampling_rate, steps):
+        """One release per step: the clipped gradient sum (sensitivity C)."""
+        return ReleasePlan(
+            BatchReleases(
+                [Release("gradient", sensitivity=self.max_grad_norm)],
+                steps=steps, sampling_rate=sampling_rate,
+            ),
+            neighboring=self.neighboring, accountant=self.accountant,
         )
-        if affordable == 0:
-            raise PrivacyBudgetError(
-                f"epsilon={self.epsilon} at delta={self.delta} cannot pay for a single step with "
-                f"noise_multiplier={self.noise_multiplier} and sampling rate {sampling_rate:.4g}; "
-                "raise epsilon or noise_multiplier, or lower batch_size (or sample_rate)."
-            )
-        if affordable < steps and self.verbose:
-            print(f"[DP-SGD] budget affords {affordable} of {steps} requested steps")
-        return float(self.noise_multiplier), affordable

@@ -1,6 +1,7 @@
 """DP-SGD training loop (torch only, no scikit-learn)."""
 
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -9,14 +10,33 @@ from ..models import CrossEntropyHead
 from ..privacy import PoissonSampler
 
 
+@dataclass(frozen=True)
+class DPSGDConfig:
+    """Settings of one DP-SGD run, built by the estimator.
+
+    ``noise_multiplier=None`` trains non-privately (clipped, not noised).
+    """
+
+    n_steps: int
+    sampling_rate: float
+    max_grad_norm: float
+    noise_multiplier: float = None
+    optimizer: str = "sgd"
+    learning_rate: float = 1.0
+    momentum: float = 0.0
+    verbose: int = 0
+
+
 @torch.no_grad()
-def train_dpsgd(
-    backend, onehot, *, n_steps, sampling_rate, max_grad_norm, noise_multiplier,
-    optimizer, learning_rate, momentum, generator, verbose=0,
-):
+def train_dpsgd(backend, onehot, config, generator):
     """Run DP-SGD on ``backend`` and return a history of private quantities.
 
-    ``noise_multiplier=None`` trains non-privately: clipped but not noised.
+    Parameters
+    ----------
+    backend : LinearBackend or ModuleBackend
+    onehot : tensor of shape (n_samples, n_classes)
+    config : DPSGDConfig
+    generator : torch.Generator or SecureGenerator
 
     Returns
     -------
@@ -26,20 +46,21 @@ def train_dpsgd(
         output; only exposed when the estimator's ``verbose`` is on) and
         ``"batch_size"``: realised batch sizes (likewise non-private).
     """
+    n_steps, verbose = config.n_steps, config.verbose
     n = onehot.shape[0]
     onehot_t = onehot.T.contiguous()
-    expected_batch = sampling_rate * n
-    private = noise_multiplier is not None
-    clip = max_grad_norm
-    noise_std = noise_multiplier * max_grad_norm if private else 0.0
-    opt = make_optimizer(optimizer, backend.parameters, learning_rate, momentum)
+    expected_batch = config.sampling_rate * n
+    clip = config.max_grad_norm
+    private = config.noise_multiplier is not None
+    noise_std = config.noise_multiplier * clip if private else 0.0
+    opt = make_optimizer(config.optimizer, backend.parameters, config.learning_rate, config.momentum)
     head = CrossEntropyHead()
     noise = gradient_noise_stream(backend.parameters, generator)
     clipped = torch.zeros(n_steps, device=onehot.device)
     sizes = torch.zeros(n_steps, dtype=torch.long, device=onehot.device)
     report_every = max(1, n_steps // 10)
     start = time.perf_counter()
-    sampler = PoissonSampler(n, sampling_rate, generator)
+    sampler = PoissonSampler(n, config.sampling_rate, generator)
     for step, idx in enumerate(sampler.batches(n_steps)):
         batch, logits = backend.forward(idx)
         targets = (onehot_t.index_select(1, idx),)

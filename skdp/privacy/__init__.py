@@ -2,7 +2,9 @@
 
 Poisson sampling, per-sample gradient clipping (a closed form for linear and
 softmax models, ``torch.func`` for any module), Gaussian and Laplace noise,
-and accounting on dp-accounting events. Sampling and noise draw from a
+and accounting on dp-accounting events. A :class:`ReleasePlan` turns what a
+fit releases (sensitivities, mechanisms, budget shares) into noise scales and
+one accounted event; it is the only place where noise is calibrated. Sampling and noise draw from a
 seeded ``torch.Generator`` or, for unpredictable randomness, from a
 :class:`SecureGenerator` backed by the operating system's CSPRNG.
 """
@@ -25,10 +27,26 @@ from ._accounting import (
 )
 from ._clipping import clip_factors, clipped_linear_sum, clipped_module_sum
 from ._noise import NoiseStream, gaussian_noise, laplace_noise
+from ._plan import (
+    BatchReleases,
+    InitialRelease,
+    NoiseScale,
+    PrivacyReport,
+    Release,
+    ReleasePlan,
+    silo_summary,
+)
 from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
 from ._sampling import PoissonSampler
 
 __all__ = [
+    "BatchReleases",
+    "InitialRelease",
+    "NoiseScale",
+    "PrivacyReport",
+    "Release",
+    "ReleasePlan",
+    "silo_summary",
     "NoiseStream",
     "PoissonSampler",
     "SecureGenerator",
