@@ -8,8 +8,11 @@ from hypothesis import strategies as st
 from skdp.metrics import (
     GroupRates,
     demographic_parity_difference,
+    demographic_parity_ratio,
     equal_opportunity_difference,
+    equal_opportunity_ratio,
     equalized_odds_difference,
+    equalized_odds_ratio,
     false_negative_rate_difference,
     false_positive_rate_difference,
     group_rates,
@@ -24,7 +27,9 @@ GAP_METRICS = [
     false_negative_rate_difference,
     false_positive_rate_difference,
 ]
+RATIO_METRICS = [demographic_parity_ratio, equalized_odds_ratio, equal_opportunity_ratio]
 METHODS = ["between_groups", "one_vs_rest"]
+ALL_METHODS = ["between_groups", "to_overall", "one_vs_rest"]
 
 # Two groups of four: selection a 0.5 / b 0.75; TPR a 0.5 / b 1.0;
 # FPR a 0.5 / b 0.5; accuracy a 0.5 / b 0.75.
@@ -39,21 +44,28 @@ def _ref_rate(condition, event, weights):
     return np.nan if denominator == 0 else weights[condition & event].sum() / denominator
 
 
-def _ref_gap(condition, event, groups, weights, method):
+def _ref_ratio(a, b):
+    return 1.0 if max(a, b) == 0 else min(a, b) / max(a, b)
+
+
+def _ref_gap(condition, event, groups, weights, method, kind="difference"):
     """Straightforward per-group loop, the definition written out."""
+    compare = (lambda a, b: abs(a - b)) if kind == "difference" else _ref_ratio
+    worst = max if kind == "difference" else min
     labels = np.unique(groups)
     rates = {z: _ref_rate(condition & (groups == z), event, weights) for z in labels}
     defined = [z for z in labels if not np.isnan(rates[z])]
     if not defined:
         return np.nan
     if method == "between_groups":
-        return max(rates[z] for z in defined) - min(rates[z] for z in defined)
+        return compare(max(rates[z] for z in defined), min(rates[z] for z in defined))
     gaps = []
     for z in defined:
-        rest = _ref_rate(condition & (groups != z), event, weights)
-        if not np.isnan(rest):
-            gaps.append(abs(rates[z] - rest))
-    return max(gaps, default=0.0)
+        others = groups != z if method == "one_vs_rest" else np.ones_like(condition)
+        reference = _ref_rate(condition & others, event, weights)
+        if not np.isnan(reference):
+            gaps.append(compare(rates[z], reference))
+    return worst(gaps, default=0.0 if kind == "difference" else 1.0)
 
 
 def _ref_dp(y_true, y_pred, groups, weights, method):
@@ -221,11 +233,47 @@ def test_single_group_with_samples_gives_zero():
     y_true = [1, 1, 0, 0]
     y_pred = [1, 0, 1, 1]
     groups = ["a", "a", "b", "b"]  # only a has positives
-    for method in METHODS:
+    for method in ALL_METHODS:
         assert equal_opportunity_difference(y_true, y_pred, sensitive_features=groups,
                                             method=method) == 0.0
         assert demographic_parity_difference(y_true, y_pred, sensitive_features=["a"] * 4,
                                              method=method) == 0.0
+        assert equal_opportunity_ratio(y_true, y_pred, sensitive_features=groups,
+                                       method=method) == 1.0
+        assert demographic_parity_ratio(y_true, y_pred, sensitive_features=["a"] * 4,
+                                        method=method) == 1.0
+
+
+def test_hand_computed_ratios_and_to_overall():
+    kw = {"sensitive_features": GROUPS}
+    # selection a 0.5, b 0.75, overall 0.625
+    assert demographic_parity_ratio(Y_TRUE, Y_PRED, **kw) == pytest.approx(2 / 3)
+    assert demographic_parity_ratio(Y_TRUE, Y_PRED, method="to_overall", **kw) == 0.8
+    assert demographic_parity_difference(Y_TRUE, Y_PRED, method="to_overall", **kw) == 0.125
+    # TPR a 0.5, b 1.0 (overall 0.75); FPR a 0.5, b 0.5
+    assert equal_opportunity_ratio(Y_TRUE, Y_PRED, **kw) == 0.5
+    assert equal_opportunity_ratio(Y_TRUE, Y_PRED, method="to_overall", **kw) == (
+        pytest.approx(2 / 3))
+    assert equalized_odds_ratio(Y_TRUE, Y_PRED, **kw) == 0.5
+    assert equalized_odds_ratio(Y_TRUE, Y_PRED, agg="mean", **kw) == 0.75
+    assert equalized_odds_difference(Y_TRUE, Y_PRED, method="to_overall", **kw) == 0.25
+    # with two groups, one-vs-rest ratios are the between-groups ratios
+    for metric in RATIO_METRICS:
+        assert metric(Y_TRUE, Y_PRED, method="one_vs_rest", **kw) == pytest.approx(
+            metric(Y_TRUE, Y_PRED, **kw))
+
+
+def test_ratio_of_zero_rates_is_one():
+    # nobody selected: every group has the same (zero) selection rate
+    for method in ALL_METHODS:
+        assert demographic_parity_ratio(Y_TRUE, [0] * 8, sensitive_features=GROUPS,
+                                        method=method) == 1.0
+    # string labels need pos_label like the other pos_label metrics
+    y_text = np.where(np.array(Y_TRUE) == 1, "yes", "no")
+    with pytest.raises(ValueError, match="pos_label=1 is not a label"):
+        demographic_parity_ratio(y_text, y_text, sensitive_features=GROUPS)
+    assert demographic_parity_ratio(y_text, y_text, sensitive_features=GROUPS,
+                                    pos_label="yes") == 1.0
 
 
 def test_undefined_rates_raise():
@@ -235,13 +283,17 @@ def test_undefined_rates_raise():
         false_negative_rate_difference([0, 0], [0, 0], sensitive_features=["a", "b"])
     with pytest.raises(ValueError, match="no sample has y_true != pos_label=1"):
         false_positive_rate_difference([1, 1], [1, 0], sensitive_features=["a", "b"])
+    with pytest.raises(ValueError, match="equal_opportunity_ratio is undefined: no sample"):
+        equal_opportunity_ratio([0, 0], [1, 0], sensitive_features=["a", "b"])
+    # equalized odds keeps whichever of TPR / FPR is defined
+    assert equalized_odds_ratio([0, 0], [1, 0], sensitive_features=["a", "b"]) == 0.0
 
 
 # ----------------------------------------------------------------- errors
-@pytest.mark.parametrize("metric", GAP_METRICS)
+@pytest.mark.parametrize("metric", GAP_METRICS + RATIO_METRICS)
 def test_bad_method(metric):
-    with pytest.raises(ValueError, match="method='to_overall' is not supported"):
-        metric(Y_TRUE, Y_PRED, sensitive_features=GROUPS, method="to_overall")
+    with pytest.raises(ValueError, match="method='pairwise' is not supported.*'to_overall'"):
+        metric(Y_TRUE, Y_PRED, sensitive_features=GROUPS, method="pairwise")
 
 
 def test_bad_inputs():
@@ -320,7 +372,7 @@ def test_binary_metrics_equal_fairlearn(seed, weighted):
 
 # --------------------------------------------- agreement with the definition
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", ALL_METHODS)
 def test_multiclass_matches_reference_loops(seed, method):
     y_true, y_pred, groups, w = _random_problem(
         seed, n_classes=3 + seed % 2, n_groups=2 + seed % 3, n=90, weighted=seed % 2 == 1,
@@ -342,6 +394,18 @@ def test_multiclass_matches_reference_loops(seed, method):
     for metric, (condition, event) in expected.items():
         assert metric(y_true, y_pred, pos_label=pos, **kw) == pytest.approx(
             _ref_gap(condition, event, groups, weights, method), abs=1e-12)
+    # ratios: pos_label versus the rest
+    everyone = np.ones(len(y_true), dtype=bool)
+    tpr = _ref_gap(y_true == pos, y_pred == pos, groups, weights, method, "ratio")
+    fpr = _ref_gap(y_true != pos, y_pred == pos, groups, weights, method, "ratio")
+    assert demographic_parity_ratio(y_true, y_pred, pos_label=pos, **kw) == pytest.approx(
+        _ref_gap(everyone, y_pred == pos, groups, weights, method, "ratio"), abs=1e-12)
+    assert equal_opportunity_ratio(y_true, y_pred, pos_label=pos, **kw) == pytest.approx(
+        tpr, abs=1e-12)
+    assert equalized_odds_ratio(y_true, y_pred, pos_label=pos, **kw) == pytest.approx(
+        min(tpr, fpr), abs=1e-12)
+    assert equalized_odds_ratio(y_true, y_pred, pos_label=pos, agg="mean", **kw) == (
+        pytest.approx((tpr + fpr) / 2, abs=1e-12))
 
 
 # ------------------------------------------------------------- properties
@@ -355,13 +419,16 @@ problems = st.integers(1, 40).flatmap(
 
 
 def _all_values(y_true, y_pred, groups):
+    """Gap metrics by METHODS first (as test_methods_agree_with_two_groups slices them)."""
     values = []
-    for metric in GAP_METRICS:
-        for method in METHODS:
-            try:
-                values.append(metric(y_true, y_pred, sensitive_features=groups, method=method))
-            except ValueError:  # undefined (e.g. no positives): must stay undefined
-                values.append(None)
+    pairs = [(m, k) for m in GAP_METRICS for k in METHODS]
+    pairs += [(m, k) for m in GAP_METRICS + RATIO_METRICS for k in ALL_METHODS
+              if m in RATIO_METRICS or k == "to_overall"]
+    for metric, method in pairs:
+        try:
+            values.append(metric(y_true, y_pred, sensitive_features=groups, method=method))
+        except ValueError:  # undefined (e.g. no positives): must stay undefined
+            values.append(None)
     values.append(worst_group_accuracy(y_true, y_pred, sensitive_features=groups))
     return values
 

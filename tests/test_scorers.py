@@ -5,6 +5,7 @@ that a ColumnTransformer drops before the classifier.
 """
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -16,10 +17,14 @@ from sklearn.model_selection import GridSearchCV, KFold, cross_val_score, cross_
 from sklearn.pipeline import make_pipeline
 from sklearn.utils.metadata_routing import get_routing_for_object
 
+from skdp import DPSGDClassifier
 from skdp.metrics import (
     demographic_parity_difference,
+    demographic_parity_ratio,
     equal_opportunity_difference,
+    equal_opportunity_ratio,
     equalized_odds_difference,
+    equalized_odds_ratio,
     get_fairness_scorer,
     get_fairness_scorer_names,
     make_fairness_scorer,
@@ -210,16 +215,18 @@ def test_routing_on_errors():
     groups = X["group"].to_numpy()
     X_numeric = X[["x1", "x2"]]
     with sklearn.config_context(enable_metadata_routing=True):
-        unrequested = get_fairness_scorer("demographic_parity_difference")
-        # metadata passed, but the scorer did not request it: sklearn refuses
-        with pytest.raises(ValueError, match="sensitive_features"):
+        opted_out = get_fairness_scorer("demographic_parity_difference")
+        opted_out.set_score_request(sensitive_features=False)
+        # metadata passed, but nobody requests it: sklearn refuses
+        with pytest.raises(TypeError, match="sensitive_features.*not routed to any object"):
             cross_validate(LogisticRegression(), X_numeric, y, cv=3,
-                           scoring={"dpd": unrequested}, params={"sensitive_features": groups},
+                           scoring={"dpd": opted_out}, params={"sensitive_features": groups},
                            error_score="raise")
         # nothing passed and no column: our message
+        default = get_fairness_scorer("demographic_parity_difference")
         with pytest.raises(ValueError, match="Metadata routing is enabled, but no "
                                              "sensitive_features reached this scorer"):
-            cross_validate(LogisticRegression(), X_numeric, y, cv=3, scoring={"dpd": unrequested},
+            cross_validate(LogisticRegression(), X_numeric, y, cv=3, scoring={"dpd": default},
                            error_score="raise")
 
 
@@ -227,16 +234,22 @@ def test_metadata_routing_requests():
     with sklearn.config_context(enable_metadata_routing=True):
         scorer = get_fairness_scorer("equalized_odds_difference")
         default = get_routing_for_object(scorer).score.requests
-        assert default["sensitive_features"] is None  # sklearn default: not requested
-        assert "sample_weight" in default
+        assert default["sensitive_features"] is True  # requested by default
+        assert default["sample_weight"] is None  # sklearn's default for the rest
         assert scorer.set_score_request(sensitive_features=True) is scorer
         assert get_routing_for_object(scorer).score.requests["sensitive_features"] is True
-        assert scorer.get_metadata_routing().score.requests["sensitive_features"] is True
+        # setting another request keeps the groups' request (sklearn would reset it)
+        scorer.set_score_request(sample_weight=True)
+        requests = scorer.get_metadata_routing().score.requests
+        assert requests["sensitive_features"] is True and requests["sample_weight"] is True
         scorer.set_score_request(sensitive_features="groups")  # an alias
-        assert scorer.get_metadata_routing().score.requests["sensitive_features"] == "groups"
+        requests = scorer.get_metadata_routing().score.requests
+        assert requests["sensitive_features"] == "groups" and requests["sample_weight"] is True
+        scorer.set_score_request(sensitive_features=False)
+        assert scorer.get_metadata_routing().score.requests["sensitive_features"] is False
         # a fresh scorer is not affected
         fresh = get_fairness_scorer("equalized_odds_difference")
-        assert get_routing_for_object(fresh).score.requests["sensitive_features"] is None
+        assert get_routing_for_object(fresh).score.requests["sensitive_features"] is True
     with pytest.raises(RuntimeError, match="metadata routing is enabled"):
         get_fairness_scorer("equalized_odds_difference").set_score_request(
             sensitive_features=True)
@@ -326,6 +339,7 @@ def test_names_repr_and_fresh_instances():
         "demographic_parity_difference", "equalized_odds_difference",
         "equal_opportunity_difference", "false_negative_rate_difference",
         "false_positive_rate_difference", "worst_group_accuracy",
+        "demographic_parity_ratio", "equalized_odds_ratio", "equal_opportunity_ratio",
     }
     assert get_fairness_scorer(names[0]) is not get_fairness_scorer(names[0])
     scorer = make_fairness_scorer("equalized_odds_difference", sensitive_column="g", agg="mean")
@@ -347,3 +361,115 @@ def test_scorer_pickles_and_clones_inside_search():
             sensitive_features=True)
         copy = pickle.loads(pickle.dumps(requested))
         assert get_routing_for_object(copy).score.requests["sensitive_features"] is True
+
+
+# ---------------------------------------------- default request (routing on)
+def test_grid_search_routing_on_without_set_score_request():
+    X, y = _data(seed=7)
+    groups = X["group"].to_numpy()
+    X_numeric = X[["x1", "x2"]]
+    splits = _splits(X, y)
+    model = make_pipeline(LogisticRegression())
+    with sklearn.config_context(enable_metadata_routing=True):
+        scoring = {
+            "acc": "accuracy",
+            "dpd": get_fairness_scorer("demographic_parity_difference"),
+            "dpr": get_fairness_scorer("demographic_parity_ratio"),
+            "eor": make_fairness_scorer("equalized_odds_ratio", method="to_overall"),
+        }
+        search = GridSearchCV(model, GRID, cv=splits, refit="dpr", scoring=scoring)
+        search.fit(X_numeric, y, sensitive_features=groups)
+        # a single fairness scorer, no dict
+        single = GridSearchCV(model, GRID, cv=splits, scoring=scoring["dpd"])
+        single.fit(X_numeric, y, sensitive_features=groups)
+    _check_fold_scores(search, model, X_numeric, y, groups, splits, "dpd",
+                       demographic_parity_difference)
+    _check_fold_scores(search, model, X_numeric, y, groups, splits, "dpr",
+                       demographic_parity_ratio, sign=1)
+    _check_fold_scores(search, model, X_numeric, y, groups, splits, "eor",
+                       equalized_odds_ratio, sign=1, method="to_overall")
+    np.testing.assert_allclose(single.cv_results_["mean_test_score"],
+                               search.cv_results_["mean_test_dpd"], atol=1e-12)
+    assert np.all(search.cv_results_["mean_test_dpr"] < 1)  # real disparities
+
+
+def test_cross_validate_default_request_with_skdp_estimator():
+    X, y = _data(seed=8)
+    groups = X["group"].to_numpy()
+    X_numeric = X[["x1", "x2"]].to_numpy()
+    splits = _splits(X, y)
+    with sklearn.config_context(enable_metadata_routing=True):
+        clf = DPSGDClassifier(epsilon=None, batch_size=32, max_steps=20, random_state=0)
+        clf.set_fit_request(sensitive_features=True)
+        scores = cross_validate(
+            clf, X_numeric, y, cv=splits, return_estimator=True,
+            scoring={"eop": get_fairness_scorer("equal_opportunity_ratio")},
+            params={"sensitive_features": groups},
+        )
+    for fitted, (_, test), stored in zip(scores["estimator"], splits, scores["test_eop"]):
+        expected = equal_opportunity_ratio(y[test], fitted.predict(X_numeric[test]),
+                                           sensitive_features=groups[test])
+        assert stored == pytest.approx(expected, abs=1e-12)
+
+
+def test_default_request_survives_other_requests_in_search():
+    X, y = _data(seed=9)
+    groups = X["group"].to_numpy()
+    weights = np.random.RandomState(1).uniform(0.5, 2.0, size=len(y))
+    splits = _splits(X, y)
+    with sklearn.config_context(enable_metadata_routing=True):
+        scorer = get_fairness_scorer("demographic_parity_difference")
+        scorer.set_score_request(sample_weight=True)
+        model = LogisticRegression().set_fit_request(sample_weight=False)
+        scores = cross_validate(model, X[["x1", "x2"]], y, cv=splits,
+                                scoring={"dpd": scorer}, return_estimator=True,
+                                params={"sensitive_features": groups, "sample_weight": weights})
+    unweighted = []
+    for fitted, (_, test), stored in zip(scores["estimator"], splits, scores["test_dpd"]):
+        y_pred = fitted.predict(X[["x1", "x2"]].iloc[test])
+        expected = demographic_parity_difference(
+            y[test], y_pred, sensitive_features=groups[test], sample_weight=weights[test])
+        assert stored == pytest.approx(-expected, abs=1e-12)
+        unweighted.append(-demographic_parity_difference(y[test], y_pred,
+                                                         sensitive_features=groups[test]))
+    assert not np.allclose(unweighted, scores["test_dpd"])  # the weights did reach it
+
+
+# ------------------------------------------- no groups with routing off
+def _assert_explains_routing_off(message):
+    assert "Metadata routing is off" in message
+    assert "enable_metadata_routing=True" in message
+    assert "sensitive_column=" in message
+
+
+def test_routing_off_no_groups_direct_call_raises():
+    X, y = _data()
+    model = _drop_group_model().fit(X, y)
+    for name in get_fairness_scorer_names():
+        with pytest.raises(ValueError) as info:
+            get_fairness_scorer(name)(model, X, y)
+        _assert_explains_routing_off(str(info.value))
+        assert name in str(info.value)  # the message names the scorer
+
+
+@pytest.mark.parametrize("multimetric", [False, True])
+def test_routing_off_no_groups_in_grid_search(multimetric):
+    """scikit-learn catches every exception of a scorer: with the default
+    error_score=np.nan the score is NaN and the "Scoring failed" warning holds
+    our explanation; error_score="raise" raises our ValueError itself."""
+    X, y = _data()
+    scorer = get_fairness_scorer("demographic_parity_difference")
+    scoring = {"acc": "accuracy", "dpd": scorer} if multimetric else scorer
+    refit = "acc" if multimetric else False
+    key = "mean_test_dpd" if multimetric else "mean_test_score"
+    search = GridSearchCV(_drop_group_model(), GRID, cv=3, scoring=scoring, refit=refit)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        search.fit(X, y)
+    failed = [str(w.message) for w in caught if "Scoring failed" in str(w.message)]
+    assert len(failed) == 3 * len(GRID["logisticregression__C"])
+    for message in failed:
+        _assert_explains_routing_off(message)
+    assert np.all(np.isnan(search.cv_results_[key]))
+    with pytest.raises(ValueError, match="Metadata routing is off(.|\n)*sensitive_column="):
+        search.set_params(error_score="raise").fit(X, y)

@@ -2,16 +2,21 @@
 
 Metrics compare rates of hard predictions across groups given by
 ``sensitive_features`` (any number of groups; several columns form
-intersectional groups). Scorers wrap them for ``GridSearchCV`` and
-``cross_validate``, with the groups routed as metadata or read from a column
-of ``X``.
+intersectional groups), as a difference or a ratio, with fairlearn's
+``method="between_groups"`` or ``"to_overall"`` or skdp's ``"one_vs_rest"``.
+Scorers wrap them for ``GridSearchCV`` and ``cross_validate``, with the
+groups routed as metadata (requested by default) or read from a column of
+``X``.
 """
 
 from ._fairness import (
     GroupRates,
     demographic_parity_difference,
+    demographic_parity_ratio,
     equal_opportunity_difference,
+    equal_opportunity_ratio,
     equalized_odds_difference,
+    equalized_odds_ratio,
     false_negative_rate_difference,
     false_positive_rate_difference,
     group_rates,
@@ -23,8 +28,11 @@ from ._scorers import get_fairness_scorer, get_fairness_scorer_names, make_fairn
 __all__ = [
     "GroupRates",
     "demographic_parity_difference",
+    "demographic_parity_ratio",
     "equal_opportunity_difference",
+    "equal_opportunity_ratio",
     "equalized_odds_difference",
+    "equalized_odds_ratio",
     "false_negative_rate_difference",
     "false_positive_rate_difference",
     "get_fairness_scorer",

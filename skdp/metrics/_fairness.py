@@ -1,64 +1,71 @@
 """Group-fairness metrics on hard predictions.
 
-Every metric is a gap between groups in a rate ``P(event | condition, group)``:
+Every metric compares, across groups, a rate ``P(event | condition, group)``:
 
-========================================  ==================  =================
-metric                                    condition           event
-========================================  ==================  =================
-:func:`demographic_parity_difference`     every sample        ``y_pred == k``
-:func:`equalized_odds_difference`         ``y_true == y``     ``y_pred == k``
-:func:`equal_opportunity_difference`      ``y_true == pos``   ``y_pred == pos``
-:func:`false_negative_rate_difference`    ``y_true == pos``   ``y_pred != pos``
-:func:`false_positive_rate_difference`    ``y_true != pos``   ``y_pred == pos``
-========================================  ==================  =================
+==============================================  ==================  ===================
+rate                                            condition           event
+==============================================  ==================  ===================
+per-class prediction rate (demographic parity)  every sample        ``y_pred == k``
+per-class odds (equalized odds)                 ``y_true == y``     ``y_pred == k``
+selection rate                                  every sample        ``y_pred == pos``
+true positive rate (equal opportunity)          ``y_true == pos``   ``y_pred == pos``
+false negative rate                             ``y_true == pos``   ``y_pred != pos``
+false positive rate                             ``y_true != pos``   ``y_pred == pos``
+accuracy                                        every sample        ``y_pred == y_true``
+==============================================  ==================  ===================
 
-The gap of one rate is, by ``method``,
+All of them are read off one table: the weighted confusion matrix of every
+group, counted with a single ``np.bincount`` (linear in the number of samples
+for any number of groups). A metric is then a rate from ``_RATES``, a kind
+(``"difference"`` or ``"ratio"``) and a ``method`` saying what each group's
+rate is compared with:
 
-* ``"between_groups"`` (default, fairlearn's default): the largest minus the
-  smallest rate over the groups;
-* ``"one_vs_rest"`` (the RaCO-DP paper's form): the largest
-  ``|rate(Z = z) - rate(Z != z)|`` over groups ``z``, where ``Z != z`` pools
-  all the other groups.
+* ``"between_groups"`` (default): the other groups; the difference is the
+  largest minus the smallest group rate, the ratio the smallest over the
+  largest;
+* ``"to_overall"``: the rate of all samples together; the difference is the
+  largest ``|rate(Z = z) - rate|``, the ratio the smallest
+  ``min(rate(Z = z), rate) / max(rate(Z = z), rate)``;
+* ``"one_vs_rest"`` (the RaCO-DP paper's form): the rate of the other groups
+  pooled, ``rate(Z != z)``, in place of ``rate``.
 
-Groups with no sample meeting the condition (e.g. no positives, for a true
-positive rate) are left out of that rate's gap; a single group with samples
-gives a gap of 0. A ValueError is raised only when no group has any.
+The first two are fairlearn's ``method`` values, with fairlearn's formulas.
+Two choices differ from fairlearn where it gives no number or a misleading
+one:
 
-All counts come from one ``np.bincount`` over (group, condition, event) cells,
-so the cost is linear in the number of samples for any number of groups.
+* groups with no sample meeting a rate's condition (no positives, for a true
+  positive rate) are left out of that rate, where fairlearn counts their
+  rate as 0; a single group with samples gives a difference of 0 and a ratio
+  of 1, and a ValueError is raised only when no group has any;
+* a ratio of two zero rates is 1 (the rates are equal), where fairlearn gives
+  NaN.
 """
 
+import inspect
 from dataclasses import dataclass, fields
 
 import numpy as np
 from sklearn.utils import check_consistent_length, column_or_1d
 
 from .._groups import _missing_mask, encode_groups
+from ._docstrings import BLOCKS, fill_doc
 
-__all__ = [
-    "GroupRates",
-    "demographic_parity_difference",
-    "equal_opportunity_difference",
-    "equalized_odds_difference",
-    "false_negative_rate_difference",
-    "false_positive_rate_difference",
-    "group_rates",
-    "selection_rate",
-    "worst_group_accuracy",
-]
-
-_METHODS = ("between_groups", "one_vs_rest")
-_AGGS = ("worst_case", "mean")
+_METHODS = {
+    "between_groups": "compare each group with the others",
+    "to_overall": "compare each group with all samples",
+    "one_vs_rest": "compare each group with all the other groups pooled",
+}
+_AGGS = {
+    "worst_case": "the worst of the compared rates",
+    "mean": "their mean",
+}
 
 
 # ---------------------------------------------------------------- validation
-def _check_method(method):
-    if method not in _METHODS:
-        raise ValueError(
-            f"method={method!r} is not supported; use 'between_groups' (largest minus "
-            "smallest group rate) or 'one_vs_rest' (largest gap between a group and all "
-            "other groups pooled)."
-        )
+def _check_option(name, value, options):
+    if value not in options:
+        hints = ", ".join(f"{key!r} ({meaning})" for key, meaning in options.items())
+        raise ValueError(f"{name}={value!r} is not supported; use one of {hints}.")
 
 
 def _check_labels(y, name):
@@ -148,79 +155,221 @@ def _positive_index(classes, pos_label):
     return -1
 
 
-def _prepare(y_true, y_pred, sensitive_features, sample_weight):
+# ------------------------------------------------------------------ counting
+@dataclass(frozen=True)
+class _Confusion:
+    """Weighted confusion matrix of every group: ``counts[group, y_true, y_pred]``."""
+
+    counts: np.ndarray
+    classes: np.ndarray
+    group_codes: np.ndarray
+    groups: np.ndarray
+
+
+def _group_confusion(y_true, y_pred, sensitive_features, sample_weight):
     classes, true_codes, pred_codes, weights = _check_targets(y_true, y_pred, sample_weight)
     group_codes, groups = encode_groups(sensitive_features, true_codes.shape[0])
-    return classes, true_codes, pred_codes, group_codes, groups, weights
+    n_groups, n_classes = groups.shape[0], len(classes)
+    cells = (group_codes * n_classes + true_codes) * n_classes + pred_codes
+    counts = np.bincount(cells, weights=weights, minlength=n_groups * n_classes**2)
+    counts = counts.astype(np.float64, copy=False).reshape(n_groups, n_classes, n_classes)
+    return _Confusion(counts, classes, group_codes, groups)
 
 
-# ------------------------------------------------------------------ counting
-def _crosstab(group_codes, n_groups, condition, n_conditions, event, n_events, weights):
-    """Weighted counts of shape (n_groups, n_conditions, n_events)."""
-    cells = (group_codes * n_conditions + condition) * n_events + event
-    counts = np.bincount(cells, weights=weights, minlength=n_groups * n_conditions * n_events)
-    return counts.astype(np.float64, copy=False).reshape(n_groups, n_conditions, n_events)
+# Tables of weighted counts, shape (n_groups, n_conditions, n_events): the
+# rate P(event | condition, group) is table[g, c, e] / table[g, c].sum().
+def _class_table(confusion, pos_label):
+    """Condition: every sample; event: ``y_pred == k`` for every class ``k``."""
+    return confusion.counts.sum(axis=1, keepdims=True)
 
 
-def _group_rates_table(table):
-    """Rates P(event | condition, group) and the mask of defined ones."""
-    denominator = table.sum(axis=2)
-    has = denominator > 0
-    rates = np.divide(
-        table,
-        denominator[..., None],
-        out=np.full(table.shape, np.nan),
-        where=has[..., None],
+def _class_given_true_table(confusion, pos_label):
+    """Condition: ``y_true == y``; event: ``y_pred == k``, for every pair of classes."""
+    return confusion.counts
+
+
+def _positive_given_true_table(confusion, pos_label):
+    """Condition: ``y_true`` is [not, is] ``pos_label``; event: same for ``y_pred``."""
+    positive = np.arange(len(confusion.classes)) == _positive_index(confusion.classes, pos_label)
+    by_truth = np.stack(
+        [confusion.counts[:, ~positive].sum(axis=1), confusion.counts[:, positive].sum(axis=1)],
+        axis=1,
     )
-    return rates, denominator, has
+    return np.stack([by_truth[..., ~positive].sum(axis=2), by_truth[..., positive].sum(axis=2)],
+                    axis=2)
 
 
-def _rate_gaps(table, method):
-    """Gap of every rate over groups, shape (n_conditions, n_events).
+def _positive_table(confusion, pos_label):
+    """Condition: every sample; event: ``y_pred`` is [not, is] ``pos_label``."""
+    return _positive_given_true_table(confusion, pos_label).sum(axis=1, keepdims=True)
 
-    NaN marks conditions that no group meets.
+
+def _correct_table(confusion, pos_label):
+    """Condition: every sample; event: ``y_pred`` [differs from, equals] ``y_true``."""
+    diagonal = np.eye(len(confusion.classes), dtype=bool)
+    counts = confusion.counts
+    return np.stack([counts[:, ~diagonal].sum(axis=1), counts[:, diagonal].sum(axis=1)],
+                    axis=1)[:, None, :]
+
+
+# name: (table, the (condition, event) cells it compares; None for all of them)
+_RATES = {
+    "class_rates": (_class_table, None),
+    "class_odds": (_class_given_true_table, None),
+    "selection_rate": (_positive_table, [(0, 1)]),
+    "true_positive_rate": (_positive_given_true_table, [(1, 1)]),
+    "false_positive_rate": (_positive_given_true_table, [(0, 1)]),
+    "false_negative_rate": (_positive_given_true_table, [(1, 0)]),
+    "odds": (_positive_given_true_table, [(1, 1), (0, 1)]),
+    "accuracy": (_correct_table, [(0, 1)]),
+}
+
+# public metric: (rate, kind)
+_DISPARITIES = {
+    "demographic_parity_difference": ("class_rates", "difference"),
+    "demographic_parity_ratio": ("selection_rate", "ratio"),
+    "equalized_odds_difference": ("class_odds", "difference"),
+    "equalized_odds_ratio": ("odds", "ratio"),
+    "equal_opportunity_difference": ("true_positive_rate", "difference"),
+    "equal_opportunity_ratio": ("true_positive_rate", "ratio"),
+    "false_negative_rate_difference": ("false_negative_rate", "difference"),
+    "false_positive_rate_difference": ("false_positive_rate", "difference"),
+}
+
+
+def _divide(numerator, denominator):
+    """Elementwise ratio, NaN where the denominator is not positive."""
+    shape = np.broadcast_shapes(np.shape(numerator), np.shape(denominator))
+    return np.divide(numerator, denominator, out=np.full(shape, np.nan), where=denominator > 0)
+
+
+def _group_rates(table):
+    """Rates P(event | condition, group) and the mask of the defined ones."""
+    denominator = table.sum(axis=2)
+    return _divide(table, denominator[..., None]), denominator > 0
+
+
+# ------------------------------------------------------------------ comparing
+def _rate_pairs(table, method):
+    """The rates each comparison is made between, and where it is defined.
+
+    Returns ``(rates, references, valid)``, broadcastable to shape
+    ``(n_comparisons, n_conditions, n_events)`` (``valid`` without the last
+    axis).
     """
-    rates, denominator, has = _group_rates_table(table)
-    n_with = has.sum(axis=0)
+    rates, has = _group_rates(table)
     if method == "between_groups":
-        defined = np.broadcast_to(has[..., None], rates.shape)
-        high = np.where(defined, rates, -np.inf).max(axis=0)
-        low = np.where(defined, rates, np.inf).min(axis=0)
-        with np.errstate(invalid="ignore"):
-            gaps = high - low
-    else:
-        # A group's gap needs samples on both sides: in the group and outside it.
-        both = has & ((n_with[None, :] - has) > 0)
-        rest = table.sum(axis=0)[None] - table
-        rest_denominator = np.where(both, denominator.sum(axis=0)[None] - denominator, 1.0)
-        rest_rates = rest / rest_denominator[..., None]
-        with np.errstate(invalid="ignore"):
-            difference = np.abs(rates - rest_rates)
-        gaps = np.where(both[..., None], difference, 0.0).max(axis=0)
-    gaps[n_with == 0] = np.nan
-    return gaps
+        defined = has[..., None]
+        high = np.where(defined, rates, -np.inf).max(axis=0, keepdims=True)
+        low = np.where(defined, rates, np.inf).min(axis=0, keepdims=True)
+        return high, low, has.any(axis=0, keepdims=True)
+    if method == "to_overall":
+        overall, _ = _group_rates(table.sum(axis=0, keepdims=True))
+        return rates, overall, has
+    rest, _ = _group_rates(table.sum(axis=0, keepdims=True) - table)
+    others_have = (has.sum(axis=0) - has) > 0
+    return rates, np.clip(rest, 0.0, 1.0), has & others_have
 
 
-def _require_defined(value, metric, reason):
+def _compare_groups(table, method, kind):
+    """Difference (largest) or ratio (smallest) of every rate across groups.
+
+    Returns an array of shape ``(n_conditions, n_events)``; NaN marks the
+    conditions that no group meets.
+    """
+    rates, references, valid = _rate_pairs(table, method)
+    with np.errstate(invalid="ignore"):
+        if kind == "difference":
+            values, neutral = np.abs(rates - references), 0.0
+        else:
+            high, low = np.maximum(rates, references), np.minimum(rates, references)
+            values = np.divide(low, high, out=np.ones_like(high), where=high > 0)
+            neutral = 1.0
+    values = np.where(valid[..., None], values, neutral)
+    values = values.max(axis=0) if kind == "difference" else values.min(axis=0)
+    values[table.sum(axis=(0, 2)) <= 0] = np.nan
+    return values
+
+
+def _summarize(values, cells, kind, agg):
+    """One number from the compared rates: worst over events, then ``agg`` over conditions."""
+    if cells is not None:
+        keep = np.zeros(values.shape, dtype=bool)
+        keep[tuple(np.transpose(cells))] = True
+        values = np.where(keep, values, np.nan)
+    worst = np.fmax if kind == "difference" else np.fmin  # both skip NaN
+    per_condition = worst.reduce(values, axis=1)
+    per_condition = per_condition[~np.isnan(per_condition)]
+    if per_condition.size == 0:
+        return np.nan
+    return float(worst.reduce(per_condition) if agg == "worst_case" else per_condition.mean())
+
+
+def _required_condition(rate):
+    """``"=="`` or ``"!="`` if ``rate`` needs samples with ``y_true`` (not) ``pos_label``."""
+    make_table, cells = _RATES[rate]
+    conditions = {condition for condition, _ in cells or ()}
+    if make_table is not _positive_given_true_table or len(conditions) != 1:
+        return None
+    return "==" if conditions == {1} else "!="
+
+
+def _disparity(metric, y_true, y_pred, sensitive_features, *, method, sample_weight,
+               pos_label=1, agg="worst_case"):
+    """Value of the public metric ``metric`` (a key of ``_DISPARITIES``)."""
+    _check_option("method", method, _METHODS)
+    _check_option("agg", agg, _AGGS)
+    rate, kind = _DISPARITIES[metric]
+    make_table, cells = _RATES[rate]
+    confusion = _group_confusion(y_true, y_pred, sensitive_features, sample_weight)
+    values = _compare_groups(make_table(confusion, pos_label), method, kind)
+    value = _summarize(values, cells, kind, agg)
     if np.isnan(value):
-        raise ValueError(f"{metric} is undefined: {reason}")
-    return float(value)
+        raise ValueError(
+            f"{metric} is undefined: no sample has y_true {_required_condition(rate)} "
+            f"pos_label={pos_label!r}; check pos_label."
+        )
+    return value
+
+
+def _disparity_doc(function):
+    """Fill the ``{sections}`` and ``{examples}`` lines of a disparity metric.
+
+    The Parameters section follows the function's signature, and the
+    Returns and Raises sections its entry in ``_DISPARITIES``.
+    """
+    name = function.__name__
+    rate, kind = _DISPARITIES[name]
+    prediction_only = _RATES[rate][0] in (_class_table, _positive_table)
+    keys = {"y_true": "y_true_unused" if prediction_only else "y_true",
+            "method": f"method_{kind}", "agg": f"agg_{kind}"}
+    parameters = [BLOCKS[keys.get(p, p)] for p in inspect.signature(function).parameters]
+    sections = ["Parameters\n----------", *parameters, "", BLOCKS[f"returns_{kind}"]]
+    condition = _required_condition(rate)
+    if condition is not None:
+        sections += ["", BLOCKS["raises"].format(condition=condition)]
+    return fill_doc(function, sections="\n".join(sections),
+                    examples=BLOCKS["examples"].format(name=name))
+
+
+def _rate_by_group(confusion, rate, pos_label):
+    make_table, [(condition, event)] = _RATES[rate]
+    rates, _ = _group_rates(make_table(confusion, pos_label))
+    return rates[:, condition, event]
 
 
 # ------------------------------------------------------------------- metrics
+@fill_doc
 def selection_rate(y_true, y_pred, *, pos_label=1, sample_weight=None):
     """Fraction of samples predicted as ``pos_label``.
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels; only checked for length and type.
-    y_pred : array-like of shape (n_samples,)
-        Predicted labels.
+    {y_true_unused}
+    {y_pred}
     pos_label : int, float, bool or str, default=1
         The label counted as selected.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative sample weights.
+    {sample_weight}
 
     Returns
     -------
@@ -302,20 +451,16 @@ def _column_names(sensitive_features):
     return None if name is None else [str(name)]
 
 
+@fill_doc
 def group_rates(y_true, y_pred, *, sensitive_features, pos_label=1, sample_weight=None):
     """Per-group count, selection rate, TPR, FPR, FNR and accuracy.
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_pred : array-like of shape (n_samples,)
-        Predicted labels.
-    sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns)
-        Group of each sample; several columns form intersectional groups.
-    pos_label : int, float, bool or str, default=1
-        The positive label; with more than two classes the rates are
-        ``pos_label`` versus the rest.
+    {y_true}
+    {y_pred}
+    {sensitive_features}
+    {pos_label}
     sample_weight : array-like of shape (n_samples,), default=None
         Non-negative sample weights (the rates are weighted, ``count`` is not).
 
@@ -337,227 +482,195 @@ def group_rates(y_true, y_pred, *, sensitive_features, pos_label=1, sample_weigh
     >>> rates.to_frame()["accuracy"].tolist()
     [0.5, 1.0]
     """
-    classes, true_codes, pred_codes, group_codes, groups, weights = _prepare(
-        y_true, y_pred, sensitive_features, sample_weight
-    )
-    positive = _positive_index(classes, pos_label)
-    n_groups = groups.shape[0]
-    is_pos_true = (true_codes == positive).astype(np.int64)
-    is_pos_pred = (pred_codes == positive).astype(np.int64)
-    table = _crosstab(group_codes, n_groups, is_pos_true, 2, is_pos_pred, 2, weights)
-    rates, _, _ = _group_rates_table(table)
-    total = table.sum(axis=(1, 2))
-    correct = np.bincount(
-        group_codes,
-        weights=(true_codes == pred_codes) * (1.0 if weights is None else weights),
-        minlength=n_groups,
-    )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        selection = table[:, :, 1].sum(axis=1) / total
-        accuracy = correct / total
+    confusion = _group_confusion(y_true, y_pred, sensitive_features, sample_weight)
+    rates = ("selection_rate", "true_positive_rate", "false_positive_rate",
+             "false_negative_rate", "accuracy")
     return GroupRates(
-        groups=groups,
-        count=np.bincount(group_codes, minlength=n_groups),
-        selection_rate=selection,
-        true_positive_rate=rates[:, 1, 1],
-        false_positive_rate=rates[:, 0, 1],
-        false_negative_rate=rates[:, 1, 0],
-        accuracy=accuracy,
+        groups=confusion.groups,
+        count=np.bincount(confusion.group_codes, minlength=confusion.groups.shape[0]),
+        **{name: _rate_by_group(confusion, name, pos_label) for name in rates},
         names=_column_names(sensitive_features),
     )
 
 
+@_disparity_doc
 def demographic_parity_difference(
     y_true, y_pred, *, sensitive_features, method="between_groups", sample_weight=None
 ):
-    """Largest gap between groups in the rate of each predicted class.
+    """Largest difference between groups in the rate of each predicted class.
 
-    For binary problems this is the gap in selection rate
+    For binary problems this is the difference in selection rate
     ``P(y_pred = 1 | group)`` and equals fairlearn's
     ``demographic_parity_difference``. With more classes it is the largest,
-    over predicted classes ``k``, of the gap in ``P(y_pred = k | group)``.
+    over predicted classes ``k``, of the difference in
+    ``P(y_pred = k | group)``.
 
-    Parameters
-    ----------
-    y_true : array-like of shape (n_samples,)
-        True labels; only checked for length and type.
-    y_pred : array-like of shape (n_samples,)
-        Predicted labels.
-    sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns)
-        Group of each sample; several columns form intersectional groups.
-    method : {"between_groups", "one_vs_rest"}, default="between_groups"
-        ``"between_groups"``: largest minus smallest group rate.
-        ``"one_vs_rest"``: largest ``|rate(Z = z) - rate(Z != z)|``.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative sample weights.
+    {sections}
 
-    Returns
-    -------
-    difference : float
-        In [0, 1]; 0 means every group has the same prediction rates.
-
-    Examples
+    See Also
     --------
-    >>> from skdp.metrics import demographic_parity_difference
-    >>> y_true = [1, 1, 0, 0, 1, 1, 0, 0]
-    >>> y_pred = [1, 0, 1, 0, 1, 1, 1, 0]
-    >>> groups = ["a"] * 4 + ["b"] * 4
+    demographic_parity_ratio : The selection rates compared by ratio.
+
+    {examples}
     >>> demographic_parity_difference(y_true, y_pred, sensitive_features=groups)
     0.25
+    >>> demographic_parity_difference(y_true, y_pred, sensitive_features=groups,
+    ...                               method="to_overall")
+    0.125
     """
-    _check_method(method)
-    classes, _, pred_codes, group_codes, groups, weights = _prepare(
-        y_true, y_pred, sensitive_features, sample_weight
-    )
-    condition = np.zeros_like(pred_codes)
-    table = _crosstab(group_codes, groups.shape[0], condition, 1, pred_codes, len(classes), weights)
-    return float(_rate_gaps(table, method).max())
+    return _disparity("demographic_parity_difference", y_true, y_pred, sensitive_features,
+                      method=method, sample_weight=sample_weight)
 
 
-def equalized_odds_difference(
-    y_true,
-    y_pred,
-    *,
-    sensitive_features,
-    method="between_groups",
+@_disparity_doc
+def demographic_parity_ratio(
+    y_true, y_pred, *, sensitive_features, pos_label=1, method="between_groups",
     sample_weight=None,
+):
+    """Smallest ratio between groups of the selection rate.
+
+    The selection rate of a group is ``P(y_pred = pos_label | group)``.
+    Equals fairlearn's ``demographic_parity_ratio`` (which has
+    ``pos_label=1``), except that it is 1 rather than NaN when no group has
+    any selected sample.
+
+    {sections}
+
+    See Also
+    --------
+    demographic_parity_difference : The class rates compared by difference.
+
+    {examples}
+    >>> round(demographic_parity_ratio(y_true, y_pred, sensitive_features=groups), 4)
+    0.6667
+    >>> demographic_parity_ratio(y_true, y_pred, sensitive_features=groups,
+    ...                          method="to_overall")
+    0.8
+    """
+    return _disparity("demographic_parity_ratio", y_true, y_pred, sensitive_features,
+                      pos_label=pos_label, method=method, sample_weight=sample_weight)
+
+
+@_disparity_doc
+def equalized_odds_difference(
+    y_true, y_pred, *, sensitive_features, method="between_groups", sample_weight=None,
     agg="worst_case",
 ):
-    """Largest gap between groups in the error rates given the true class.
+    """Largest difference between groups in the error rates given the true class.
 
     For each true class ``y``, ``d_y`` is the largest, over predicted classes
-    ``k``, of the gap between groups in ``P(y_pred = k | y_true = y, group)``.
-    For binary problems ``d_1`` is the true positive rate gap and ``d_0`` the
-    false positive rate gap, so the result equals fairlearn's
-    ``equalized_odds_difference``.
+    ``k``, of the difference between groups in
+    ``P(y_pred = k | y_true = y, group)``. For binary problems ``d_1`` is the
+    true positive rate difference and ``d_0`` the false positive rate
+    difference, so the result equals fairlearn's
+    ``equalized_odds_difference``. Groups without samples of class ``y`` are
+    left out of ``d_y``.
 
-    Parameters
-    ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_pred : array-like of shape (n_samples,)
-        Predicted labels.
-    sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns)
-        Group of each sample; several columns form intersectional groups.
-    method : {"between_groups", "one_vs_rest"}, default="between_groups"
-        ``"between_groups"``: largest minus smallest group rate.
-        ``"one_vs_rest"``: largest ``|rate(Z = z) - rate(Z != z)|``.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative sample weights.
-    agg : {"worst_case", "mean"}, default="worst_case"
-        ``"worst_case"``: ``max_y d_y``; ``"mean"``: the mean of ``d_y`` over
-        the true classes (for binary problems, the mean of the TPR and FPR
-        gaps). Groups without samples of class ``y`` are left out of ``d_y``.
+    {sections}
 
-    Returns
-    -------
-    difference : float
-        In [0, 1].
-
-    Examples
+    See Also
     --------
-    >>> from skdp.metrics import equalized_odds_difference
-    >>> y_true = [1, 1, 0, 0, 1, 1, 0, 0]
-    >>> y_pred = [1, 0, 1, 0, 1, 1, 1, 0]
-    >>> groups = ["a"] * 4 + ["b"] * 4
+    equalized_odds_ratio : The true and false positive rates compared by ratio.
+
+    {examples}
     >>> equalized_odds_difference(y_true, y_pred, sensitive_features=groups)
     0.5
     >>> equalized_odds_difference(y_true, y_pred, sensitive_features=groups, agg="mean")
     0.25
     """
-    _check_method(method)
-    if agg not in _AGGS:
-        raise ValueError(
-            f"agg={agg!r} is not supported; use 'worst_case' (largest gap over the true "
-            "classes) or 'mean' (mean gap over the true classes)."
-        )
-    classes, true_codes, pred_codes, group_codes, groups, weights = _prepare(
-        y_true, y_pred, sensitive_features, sample_weight
-    )
-    n_classes = len(classes)
-    table = _crosstab(
-        group_codes, groups.shape[0], true_codes, n_classes, pred_codes, n_classes, weights
-    )
-    per_class = _rate_gaps(table, method).max(axis=1)
-    per_class = per_class[~np.isnan(per_class)]
-    return float(per_class.max() if agg == "worst_case" else per_class.mean())
+    return _disparity("equalized_odds_difference", y_true, y_pred, sensitive_features,
+                      method=method, sample_weight=sample_weight, agg=agg)
 
 
-def _pos_vs_rest_gap(y_true, y_pred, sensitive_features, pos_label, method, sample_weight,
-                     condition_positive, event_positive, metric):
-    _check_method(method)
-    classes, true_codes, pred_codes, group_codes, groups, weights = _prepare(
-        y_true, y_pred, sensitive_features, sample_weight
-    )
-    positive = _positive_index(classes, pos_label)
-    condition = (true_codes == positive).astype(np.int64)
-    event = (pred_codes == positive).astype(np.int64)
-    table = _crosstab(group_codes, groups.shape[0], condition, 2, event, 2, weights)
-    gap = _rate_gaps(table, method)[int(condition_positive), int(event_positive)]
-    side = "==" if condition_positive else "!="
-    return _require_defined(
-        gap, metric, f"no sample has y_true {side} pos_label={pos_label!r}; check pos_label."
-    )
+@_disparity_doc
+def equalized_odds_ratio(
+    y_true, y_pred, *, sensitive_features, pos_label=1, method="between_groups",
+    sample_weight=None, agg="worst_case",
+):
+    """Smallest ratio between groups of the true and false positive rates.
+
+    The true positive rate ``P(y_pred = pos | y_true = pos, group)`` and the
+    false positive rate ``P(y_pred = pos | y_true != pos, group)`` are each
+    compared by ratio; the result is the smaller ratio (or their mean).
+    Equals fairlearn's ``equalized_odds_ratio`` for binary problems when
+    every group has positives and negatives; a group without positives
+    (negatives) is left out of the true (false) positive rate.
+
+    {sections}
+
+    See Also
+    --------
+    equalized_odds_difference : The class rates compared by difference.
+
+    {examples}
+    >>> equalized_odds_ratio(y_true, y_pred, sensitive_features=groups)
+    0.5
+    >>> equalized_odds_ratio(y_true, y_pred, sensitive_features=groups, agg="mean")
+    0.75
+    """
+    return _disparity("equalized_odds_ratio", y_true, y_pred, sensitive_features,
+                      pos_label=pos_label, method=method, sample_weight=sample_weight, agg=agg)
 
 
+@_disparity_doc
 def equal_opportunity_difference(
     y_true, y_pred, *, sensitive_features, pos_label=1, method="between_groups",
     sample_weight=None,
 ):
-    """Largest gap between groups in the true positive rate.
+    """Largest difference between groups in the true positive rate.
 
     The true positive rate (recall) of a group is
-    ``P(y_pred = pos_label | y_true = pos_label, group)``; with more than two
-    classes the problem is ``pos_label`` versus the rest. Groups without
-    positives are left out. Equals fairlearn's ``equal_opportunity_difference``
-    for binary problems.
+    ``P(y_pred = pos_label | y_true = pos_label, group)``. Groups without
+    positives are left out. Equals fairlearn's
+    ``equal_opportunity_difference`` for binary problems.
 
-    Parameters
-    ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_pred : array-like of shape (n_samples,)
-        Predicted labels.
-    sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns)
-        Group of each sample; several columns form intersectional groups.
-    pos_label : int, float, bool or str, default=1
-        The positive (favourable) label.
-    method : {"between_groups", "one_vs_rest"}, default="between_groups"
-        ``"between_groups"``: largest minus smallest group rate.
-        ``"one_vs_rest"``: largest ``|rate(Z = z) - rate(Z != z)|``.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative sample weights.
+    {sections}
 
-    Returns
-    -------
-    difference : float
-        In [0, 1].
-
-    Raises
-    ------
-    ValueError
-        If no sample has ``y_true == pos_label``.
-
-    Examples
+    See Also
     --------
-    >>> from skdp.metrics import equal_opportunity_difference
-    >>> y_true = [1, 1, 0, 0, 1, 1, 0, 0]
-    >>> y_pred = [1, 0, 1, 0, 1, 1, 1, 0]
-    >>> groups = ["a"] * 4 + ["b"] * 4
+    equal_opportunity_ratio : The same rates compared by ratio.
+
+    {examples}
     >>> equal_opportunity_difference(y_true, y_pred, sensitive_features=groups)
     0.5
     """
-    return _pos_vs_rest_gap(
-        y_true, y_pred, sensitive_features, pos_label, method, sample_weight,
-        condition_positive=True, event_positive=True, metric="equal_opportunity_difference",
-    )
+    return _disparity("equal_opportunity_difference", y_true, y_pred, sensitive_features,
+                      pos_label=pos_label, method=method, sample_weight=sample_weight)
 
 
+@_disparity_doc
+def equal_opportunity_ratio(
+    y_true, y_pred, *, sensitive_features, pos_label=1, method="between_groups",
+    sample_weight=None,
+):
+    """Smallest ratio between groups of the true positive rate.
+
+    The true positive rate of a group is
+    ``P(y_pred = pos_label | y_true = pos_label, group)``. Groups without
+    positives are left out. Equals fairlearn's ``equal_opportunity_ratio``
+    for binary problems in which every group has positives.
+
+    {sections}
+
+    See Also
+    --------
+    equal_opportunity_difference : The same rates compared by difference.
+
+    {examples}
+    >>> equal_opportunity_ratio(y_true, y_pred, sensitive_features=groups,
+    ...                         method="to_overall")
+    0.6666666666666666
+    """
+    return _disparity("equal_opportunity_ratio", y_true, y_pred, sensitive_features,
+                      pos_label=pos_label, method=method, sample_weight=sample_weight)
+
+
+@_disparity_doc
 def false_negative_rate_difference(
     y_true, y_pred, *, sensitive_features, pos_label=1, method="between_groups",
     sample_weight=None,
 ):
-    """Largest gap between groups in the false negative rate.
+    """Largest difference between groups in the false negative rate.
 
     The false negative rate of a group is
     ``P(y_pred != pos_label | y_true = pos_label, group)``, one minus its
@@ -566,109 +679,49 @@ def false_negative_rate_difference(
     constraints (RaCO-DP's FNR constraint). Groups without positives are
     left out.
 
-    Parameters
-    ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_pred : array-like of shape (n_samples,)
-        Predicted labels.
-    sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns)
-        Group of each sample; several columns form intersectional groups.
-    pos_label : int, float, bool or str, default=1
-        The positive label; other labels are negatives.
-    method : {"between_groups", "one_vs_rest"}, default="between_groups"
-        ``"between_groups"``: largest minus smallest group rate.
-        ``"one_vs_rest"``: largest ``|rate(Z = z) - rate(Z != z)|``.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative sample weights.
+    {sections}
 
-    Returns
-    -------
-    difference : float
-        In [0, 1].
-
-    Raises
-    ------
-    ValueError
-        If no sample has ``y_true == pos_label``.
-
-    Examples
-    --------
-    >>> from skdp.metrics import false_negative_rate_difference
-    >>> y_true = [1, 1, 0, 0, 1, 1, 0, 0]
-    >>> y_pred = [1, 0, 1, 0, 1, 1, 1, 0]
-    >>> groups = ["a"] * 4 + ["b"] * 4
+    {examples}
     >>> false_negative_rate_difference(y_true, y_pred, sensitive_features=groups)
     0.5
     """
-    return _pos_vs_rest_gap(
-        y_true, y_pred, sensitive_features, pos_label, method, sample_weight,
-        condition_positive=True, event_positive=False, metric="false_negative_rate_difference",
-    )
+    return _disparity("false_negative_rate_difference", y_true, y_pred, sensitive_features,
+                      pos_label=pos_label, method=method, sample_weight=sample_weight)
 
 
+@_disparity_doc
 def false_positive_rate_difference(
     y_true, y_pred, *, sensitive_features, pos_label=1, method="between_groups",
     sample_weight=None,
 ):
-    """Largest gap between groups in the false positive rate.
+    """Largest difference between groups in the false positive rate.
 
     The false positive rate of a group is
     ``P(y_pred = pos_label | y_true != pos_label, group)``. Groups without
     negatives are left out.
 
-    Parameters
-    ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_pred : array-like of shape (n_samples,)
-        Predicted labels.
-    sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns)
-        Group of each sample; several columns form intersectional groups.
-    pos_label : int, float, bool or str, default=1
-        The positive label; other labels are negatives.
-    method : {"between_groups", "one_vs_rest"}, default="between_groups"
-        ``"between_groups"``: largest minus smallest group rate.
-        ``"one_vs_rest"``: largest ``|rate(Z = z) - rate(Z != z)|``.
-    sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative sample weights.
+    {sections}
 
-    Returns
-    -------
-    difference : float
-        In [0, 1].
-
-    Raises
-    ------
-    ValueError
-        If no sample has ``y_true != pos_label``.
-
-    Examples
-    --------
-    >>> from skdp.metrics import false_positive_rate_difference
-    >>> y_true = [1, 1, 0, 0, 1, 1, 0, 0]
+    {examples}
+    >>> false_positive_rate_difference(y_true, y_pred, sensitive_features=groups)
+    0.0
     >>> y_pred = [1, 0, 1, 0, 1, 1, 0, 0]
-    >>> groups = ["a"] * 4 + ["b"] * 4
     >>> false_positive_rate_difference(y_true, y_pred, sensitive_features=groups)
     0.5
     """
-    return _pos_vs_rest_gap(
-        y_true, y_pred, sensitive_features, pos_label, method, sample_weight,
-        condition_positive=False, event_positive=True, metric="false_positive_rate_difference",
-    )
+    return _disparity("false_positive_rate_difference", y_true, y_pred, sensitive_features,
+                      pos_label=pos_label, method=method, sample_weight=sample_weight)
 
 
+@fill_doc
 def worst_group_accuracy(y_true, y_pred, *, sensitive_features, sample_weight=None):
     """Accuracy of the group on which the predictions are least accurate.
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        True labels.
-    y_pred : array-like of shape (n_samples,)
-        Predicted labels.
-    sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns)
-        Group of each sample; several columns form intersectional groups.
+    {y_true}
+    {y_pred}
+    {sensitive_features}
     sample_weight : array-like of shape (n_samples,), default=None
         Non-negative sample weights; groups whose weights sum to zero are
         left out.
@@ -687,11 +740,6 @@ def worst_group_accuracy(y_true, y_pred, *, sensitive_features, sample_weight=No
     >>> worst_group_accuracy(y_true, y_pred, sensitive_features=groups)
     0.5
     """
-    _, true_codes, pred_codes, group_codes, groups, weights = _prepare(
-        y_true, y_pred, sensitive_features, sample_weight
-    )
-    correct = (true_codes == pred_codes).astype(np.int64)
-    condition = np.zeros_like(correct)
-    table = _crosstab(group_codes, groups.shape[0], condition, 1, correct, 2, weights)
-    rates, _, has = _group_rates_table(table)
-    return float(rates[has[:, 0], 0, 1].min())
+    confusion = _group_confusion(y_true, y_pred, sensitive_features, sample_weight)
+    accuracy = _rate_by_group(confusion, "accuracy", pos_label=None)
+    return float(accuracy[~np.isnan(accuracy)].min())

@@ -4,14 +4,21 @@ A fairness scorer needs the group of every test row, which a plain scorer
 ``scorer(estimator, X, y_true)`` does not get. It can come two ways:
 
 * **Metadata routing on** (``sklearn.set_config(enable_metadata_routing=True)``):
-  ``scorer.set_score_request(sensitive_features=True)``, then pass
-  ``sensitive_features=A`` to ``GridSearchCV.fit`` or
+  pass ``sensitive_features=A`` to ``GridSearchCV.fit`` or
   ``cross_validate(..., params={"sensitive_features": A})``; scikit-learn
-  splits ``A`` by fold and hands the test part to the scorer.
+  splits ``A`` by fold and hands the test part to the scorer. The scorers
+  request ``sensitive_features`` by default (a class-level
+  ``__metadata_request__score``, as ``GroupKFold`` does for ``groups``), so
+  no ``set_score_request`` call is needed.
 * **Routing off** (scikit-learn's default): keep the group in a column of
   ``X`` and name it with ``sensitive_column``; the scorer reads it from the
   test rows of ``X``. If routed ``sensitive_features`` arrive as well, they
   win.
+
+A scorer that gets no groups either way raises a ValueError that says both
+ways. scikit-learn's searches catch every exception of a scorer: with the
+default ``error_score=np.nan`` the score becomes NaN and the explanation is in
+the "Scoring failed" warning; ``error_score="raise"`` raises it.
 
 The scorers are scikit-learn scorers: the class extends
 ``sklearn.metrics._scorer._Scorer`` (what :func:`sklearn.metrics.make_scorer`
@@ -29,26 +36,17 @@ from sklearn.metrics._scorer import _Scorer
 from sklearn.utils.metadata_routing import _raise_for_params, _routing_enabled
 
 from .._groups import select_columns
-from ._fairness import (
-    demographic_parity_difference,
-    equal_opportunity_difference,
-    equalized_odds_difference,
-    false_negative_rate_difference,
-    false_positive_rate_difference,
-    worst_group_accuracy,
-)
+from . import _fairness
 
 __all__ = ["get_fairness_scorer", "get_fairness_scorer_names", "make_fairness_scorer"]
 
-# name -> (metric, greater_is_better)
+# name -> (metric, greater_is_better): every disparity metric (differences are
+# losses, ratios scores) and the worst group's accuracy
 _METRICS = {
-    "demographic_parity_difference": (demographic_parity_difference, False),
-    "equalized_odds_difference": (equalized_odds_difference, False),
-    "equal_opportunity_difference": (equal_opportunity_difference, False),
-    "false_negative_rate_difference": (false_negative_rate_difference, False),
-    "false_positive_rate_difference": (false_positive_rate_difference, False),
-    "worst_group_accuracy": (worst_group_accuracy, True),
+    name: (getattr(_fairness, name), kind == "ratio")
+    for name, (_, kind) in _fairness._DISPARITIES.items()
 }
+_METRICS["worst_group_accuracy"] = (_fairness.worst_group_accuracy, True)
 
 
 def _call_response(estimator, response_method, X, pos_label=None):
@@ -60,8 +58,14 @@ class _FairnessScorer(_Scorer):
     """Scorer whose metric also receives each test row's group.
 
     The group comes from routed ``sensitive_features`` when present, else
-    from ``sensitive_column`` of ``X``.
+    from ``sensitive_column`` of ``X``. With metadata routing on, the scorer
+    requests ``sensitive_features`` unless told otherwise.
     """
+
+    # Default request, read by scikit-learn's _get_metadata_request through
+    # _get_class_level_metadata_request_values (the way GroupKFold requests
+    # ``groups``); set_score_request(sensitive_features=False) opts out.
+    __metadata_request__score = {"sensitive_features": True}
 
     def __init__(self, score_func, sign, kwargs, sensitive_column=None):
         super().__init__(score_func, sign, kwargs, response_method="predict")
@@ -73,20 +77,49 @@ class _FairnessScorer(_Scorer):
         if _routing_enabled():
             how = (
                 "Metadata routing is enabled, but no sensitive_features reached this scorer: "
-                "call scorer.set_score_request(sensitive_features=True) and pass "
-                "sensitive_features=A to GridSearchCV.fit / cross_validate(params=...), or "
-                "name the column of X holding the group with sensitive_column=."
+                "pass sensitive_features=A to GridSearchCV.fit / cross_validate(params=...) "
+                "(the scorer requests it by default; if its request was changed, call "
+                "scorer.set_score_request(sensitive_features=True)), or name the column of X "
+                "holding the group with sensitive_column=."
             )
         else:
             how = (
-                "Either (a) enable metadata routing with "
-                "sklearn.set_config(enable_metadata_routing=True), call "
-                "scorer.set_score_request(sensitive_features=True) and pass "
-                "sensitive_features=A to GridSearchCV.fit / cross_validate(params=...); or "
-                "(b) keep the group in a column of X and pass sensitive_column=<column name "
-                "or position> to make_fairness_scorer / get_fairness_scorer."
+                "Metadata routing is off, so scikit-learn cannot pass sensitive_features to "
+                "a scorer. Either (a) enable metadata routing with "
+                "sklearn.set_config(enable_metadata_routing=True) and pass "
+                "sensitive_features=A to GridSearchCV.fit / cross_validate(params=...) (the "
+                "scorer requests it by default, as after "
+                "scorer.set_score_request(sensitive_features=True)); or (b) keep the group in "
+                "a column of X and pass sensitive_column=<column name or position> to "
+                "make_fairness_scorer / get_fairness_scorer."
             )
         raise ValueError(f"{self!r} needs the group of each test row and got none. {how}")
+
+    def set_score_request(self, **kwargs):
+        """Set the metadata requested by the scorer, keeping the other requests.
+
+        Unlike scikit-learn's scorers, which start again from nothing on
+        every call, only the parameters named here change, so that
+        ``set_score_request(sample_weight=True)`` keeps the default request
+        of ``sensitive_features``. Only available with metadata routing
+        enabled.
+
+        Parameters
+        ----------
+        **kwargs : dict
+            ``param=alias``, with alias one of ``True``, ``False``, ``None``
+            or a string.
+
+        Returns
+        -------
+        self : object
+            The scorer.
+        """
+        kept = {}
+        if _routing_enabled():  # otherwise scikit-learn raises its RuntimeError
+            current = self.get_metadata_routing().score.requests
+            kept = {p: a for p, a in current.items() if a is not None and p not in kwargs}
+        return super().set_score_request(**kept, **kwargs)
 
     def _score(self, method_caller, estimator, X, y_true, **kwargs):
         if kwargs.get("sensitive_features") is None:
@@ -169,10 +202,12 @@ def make_fairness_scorer(metric, *, sensitive_column=None, greater_is_better=Non
     The groups come from metadata routing or from a column of ``X``:
 
     * **Routing on**: with ``sklearn.set_config(enable_metadata_routing=True)``
-      call ``scorer.set_score_request(sensitive_features=True)`` and pass
-      ``sensitive_features=A`` to ``GridSearchCV.fit`` or
+      pass ``sensitive_features=A`` to ``GridSearchCV.fit`` or
       ``cross_validate(..., params={"sensitive_features": A})``; scikit-learn
-      gives the scorer the test rows of ``A`` for every fold.
+      gives the scorer the test rows of ``A`` for every fold. The scorer
+      requests ``sensitive_features`` by default;
+      ``scorer.set_score_request(sensitive_features=False)`` opts out and
+      ``set_score_request(sensitive_features="alias")`` renames it.
     * **Routing off** (the default): pass ``sensitive_column``; the scorer
       reads the groups from that column of the test ``X``. The estimator
       still sees that column, so it must drop it: skdp estimators do so with
@@ -180,6 +215,10 @@ def make_fairness_scorer(metric, *, sensitive_column=None, greater_is_better=Non
       a scikit-learn Pipeline with a ``ColumnTransformer`` that drops it.
 
     Routed ``sensitive_features`` take precedence over ``sensitive_column``.
+    With neither, the scorer raises a ValueError saying how to provide the
+    groups; inside a search with the default ``error_score=np.nan`` that
+    error becomes a NaN score and a "Scoring failed" warning carrying the
+    message, so pass ``error_score="raise"`` to see it as an exception.
 
     Parameters
     ----------
@@ -193,18 +232,19 @@ def make_fairness_scorer(metric, *, sensitive_column=None, greater_is_better=Non
         no ``sensitive_features`` are routed.
     greater_is_better : bool, default=None
         Whether higher metric values are better. ``None``: True for
-        ``worst_group_accuracy``, False for the gap metrics and for callables
-        you supply. When False, the scorer returns the negated metric (as
-        scikit-learn does for losses), so ``cv_results_`` holds ``-gap``.
+        ``worst_group_accuracy`` and the ratio metrics, False for the
+        difference metrics and for callables you supply. When False, the
+        scorer returns the negated metric (as scikit-learn does for losses),
+        so ``cv_results_`` holds ``-difference``.
     **metric_kwargs : dict
-        Fixed extra arguments of the metric, e.g. ``method="one_vs_rest"``
+        Fixed extra arguments of the metric, e.g. ``method="to_overall"``
         or ``pos_label="yes"``.
 
     Returns
     -------
     scorer : callable
         A scikit-learn scorer ``scorer(estimator, X, y_true, **metadata)``
-        with ``set_score_request``.
+        with ``set_score_request``; it requests ``sensitive_features``.
 
     See Also
     --------
@@ -233,12 +273,11 @@ def make_fairness_scorer(metric, *, sensitive_column=None, greater_is_better=Non
     >>> bool((scores["test_dpd"] <= 0).all())
     True
 
-    Routing on: the groups travel as metadata.
+    Routing on: the groups travel as metadata, requested by default.
 
     >>> import sklearn
     >>> with sklearn.config_context(enable_metadata_routing=True):
     ...     dpd = make_fairness_scorer("demographic_parity_difference")
-    ...     dpd = dpd.set_score_request(sensitive_features=True)
     ...     scores = cross_validate(LogisticRegression(), X[["x"]], y, cv=3,
     ...                             scoring={"dpd": dpd},
     ...                             params={"sensitive_features": X["group"]})
@@ -251,8 +290,8 @@ def make_fairness_scorer(metric, *, sensitive_column=None, greater_is_better=Non
     if "sensitive_features" in metric_kwargs:
         raise ValueError(
             "sensitive_features cannot be fixed in a scorer, because every fold has its own "
-            "rows; route it (set_score_request(sensitive_features=True)) or name the column "
-            "of X with sensitive_column=."
+            "rows; route it (with metadata routing enabled the scorer requests it) or name "
+            "the column of X with sensitive_column=."
         )
     try:
         parameters = inspect.signature(function).parameters
@@ -298,15 +337,17 @@ def get_fairness_scorer(name, *, sensitive_column=None):
     """Ready-made fairness scorer by name.
 
     Every call builds a new scorer, so ``set_score_request`` on one does not
-    affect others. The gap metrics score as ``-gap`` (greater is better is
-    False); ``"worst_group_accuracy"`` scores as itself.
+    affect others. The difference metrics score as ``-difference`` (greater
+    is better is False); the ratio metrics and ``"worst_group_accuracy"``
+    score as themselves.
 
     Parameters
     ----------
     name : str
         One of :func:`get_fairness_scorer_names`:
-        ``"demographic_parity_difference"``, ``"equalized_odds_difference"``,
-        ``"equal_opportunity_difference"``,
+        ``"demographic_parity_difference"``, ``"demographic_parity_ratio"``,
+        ``"equalized_odds_difference"``, ``"equalized_odds_ratio"``,
+        ``"equal_opportunity_difference"``, ``"equal_opportunity_ratio"``,
         ``"false_negative_rate_difference"``,
         ``"false_positive_rate_difference"``, ``"worst_group_accuracy"``.
     sensitive_column : str, int or list of str or int, default=None
