@@ -38,6 +38,7 @@ from ._plan import (
 )
 from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
 from ._sampling import PoissonSampler
+from ._spent import spent
 
 __all__ = [
     "BatchReleases",
@@ -73,4 +74,5 @@ __all__ = [
     "poisson_gaussian_event",
     "poisson_gaussian_step",
     "sensitivity_factor",
+    "spent",
 ]

@@ -1,0 +1,14 @@
+"""Private preprocessing: scalers and encoders whose fitted state is DP.
+
+Each step learns its state under differential privacy (or from public
+bounds and categories, at no cost) and reports ``epsilon_``, ``delta_``,
+``dp_event_`` and ``privacy_report_`` like every skdp estimator, so that
+:func:`skdp.privacy.spent` can add a whole pipeline up into one epsilon.
+"""
+
+from ..exceptions import PrivacyLeakWarning
+from ._encoder import DPOneHotEncoder
+from ._minmax_scaler import DPMinMaxScaler
+from ._standard_scaler import DPStandardScaler
+
+__all__ = ["DPMinMaxScaler", "DPOneHotEncoder", "DPStandardScaler", "PrivacyLeakWarning"]

@@ -1,0 +1,140 @@
+"""Machinery shared by the private preprocessing steps.
+
+A step describes what ``fit`` releases as a :class:`~skdp.privacy.ReleasePlan`
+of one-off Gaussian releases on the whole data (one batch, one step,
+sampling rate 1), lets the plan calibrate the noise, draws it from a seeded
+``torch.Generator`` (or the operating system's CSPRNG when ``random_state``
+is None) and stores the plan's report as ``epsilon_``, ``delta_``,
+``dp_event_`` and ``privacy_report_``.
+"""
+
+import warnings
+from dataclasses import replace
+
+import dp_accounting as dpa
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+
+from ..exceptions import PrivacyLeakWarning
+from ..privacy import BatchReleases, PrivacyReport, ReleasePlan, SecureGenerator, gaussian_noise
+
+
+def make_generator(random_state):
+    """Noise source of one fit.
+
+    ``random_state=None`` gives a :class:`~skdp.privacy.SecureGenerator`
+    (unpredictable, not replayable by any global seed); an int or a
+    ``RandomState`` seeds a ``torch.Generator`` (reproducible experiments).
+    """
+    if random_state is None:
+        return SecureGenerator()
+    seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    return torch.Generator().manual_seed(seed)
+
+
+def one_off_plan(releases):
+    """A plan releasing ``releases`` once from the whole data set."""
+    return ReleasePlan(BatchReleases(releases, steps=1, sampling_rate=1.0, name="fit"))
+
+
+def add_noise(statistics, report, generator):
+    """``statistics`` (name -> float64 array) plus the report's Gaussian noise.
+
+    Without privacy (``report.dp_event is None``) the statistics are
+    returned unchanged.
+    """
+    if report.dp_event is None:
+        return {name: np.asarray(value, dtype=np.float64) for name, value in statistics.items()}
+    noisy = {}
+    for name, value in statistics.items():
+        value = torch.as_tensor(np.asarray(value, dtype=np.float64))
+        noisy[name] = (value + gaussian_noise(value, report.scale(name), generator)).numpy()
+    return noisy
+
+
+def public_report():
+    """Report of a fit that reads nothing from the data: (0, 0)-DP."""
+    return PrivacyReport(
+        epsilon=0.0, delta=0.0, dp_event=dpa.NoOpDpEvent(), accountant="pld",
+        neighboring="add_remove", noise={}, steps=(), sampling_rates=(),
+    )
+
+
+def leaky_report(report):
+    """``report`` of a fit that also read something from the data in the clear."""
+    events = [dpa.NonPrivateDpEvent()]
+    if report.dp_event is not None:
+        events.append(report.dp_event)
+    return replace(report, epsilon=float("inf"), dp_event=dpa.ComposedDpEvent(events))
+
+
+class DPPreprocessorMixin:
+    """Privacy attributes and budget handling of the preprocessing steps."""
+
+    def _report(self, plan):
+        """The plan calibrated to ``(epsilon, delta)``; non-private when
+        ``epsilon`` is None."""
+        if self.epsilon is None:
+            return plan.non_private(self.delta)
+        return plan.calibrate(self.epsilon, self.delta)
+
+    def _store_privacy(self, report, *, delta=None):
+        self.privacy_report_ = report
+        self.epsilon_ = float(report.epsilon)
+        self.delta_ = float(report.delta if delta is None else delta)
+        self.dp_event_ = report.dp_event
+
+    def _warn_leak(self, what):
+        warnings.warn(
+            f"{type(self).__name__}: {what} This is not differentially private: epsilon_ is "
+            "set to inf.",
+            PrivacyLeakWarning,
+            stacklevel=3,
+        )
+
+
+def feature_pairs(pairs, n_features, feature_names, name):
+    """Per-feature ``(lower, upper)`` arrays from a public range parameter.
+
+    ``pairs`` is ``(lower, upper)`` with scalars (the same range for every
+    feature) or array-likes of shape (n_features,), or a dict mapping every
+    feature name to a ``(lower, upper)`` pair (needs named features).
+    """
+    if isinstance(pairs, dict):
+        if feature_names is None:
+            raise ValueError(
+                f"{name} is a dict of feature names, but X has no column names; fit on a "
+                f"DataFrame or give {name} as (lower, upper) arrays."
+            )
+        names = [str(f) for f in feature_names]
+        missing = [f for f in names if f not in pairs]
+        unknown = sorted(set(map(str, pairs)) - set(names))
+        if missing or unknown:
+            raise ValueError(
+                f"{name} must give a (lower, upper) pair for every feature of X and no other; "
+                f"missing {missing}, unknown {unknown}."
+            )
+        try:
+            lower, upper = zip(*(tuple(pairs[f]) for f in names))
+        except (TypeError, ValueError):
+            raise ValueError(f"every value of {name} must be a (lower, upper) pair.") from None
+    else:
+        try:
+            lower, upper = pairs
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{name} must be a (lower, upper) pair of scalars or of arrays of shape "
+                f"(n_features,), or a dict of such pairs by feature name; got {pairs!r}."
+            ) from None
+    try:
+        lower = np.broadcast_to(np.asarray(lower, dtype=np.float64), (n_features,)).copy()
+        upper = np.broadcast_to(np.asarray(upper, dtype=np.float64), (n_features,)).copy()
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must hold numbers, one (lower, upper) pair for each of the {n_features} "
+            "features."
+        ) from None
+    if not (np.isfinite(lower).all() and np.isfinite(upper).all() and (lower < upper).all()):
+        raise ValueError(f"{name} must be finite with lower < upper for every feature.")
+    return lower, upper

@@ -1,0 +1,395 @@
+"""One-hot encoding with public or privately selected categories."""
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import stats
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..privacy import Release
+from ._base import DPPreprocessorMixin, add_noise, make_generator, one_off_plan, public_report
+
+#: Threshold on a candidate's noisy count, in noise standard deviations,
+#: when ``min_frequency`` is None (an absent candidate passes with
+#: probability 2.3 %).
+_DEFAULT_STDS = 2.0
+
+
+def _is_missing(value):
+    return value is None or (isinstance(value, float) and value != value) or (
+        type(value).__name__ == "NAType"
+    )
+
+
+def _canonical_key(value):
+    return (type(value).__name__, str(value))
+
+
+def _unique_inverse(values):
+    """Distinct values of a column (sorted or in a canonical order, never in
+    order of appearance) and each row's index into them."""
+    try:
+        uniques, inverse = np.unique(values, return_inverse=True)
+        return uniques, inverse.reshape(-1)
+    except TypeError:  # mixed types or None: group by Python equality
+        groups = {}
+        missing = object()
+        keys = [missing if _is_missing(v) else v for v in values]
+        for key in keys:
+            groups.setdefault(key, None)
+        ordered = sorted((k for k in groups if k is not missing), key=_canonical_key)
+        if any(k is missing for k in groups):
+            ordered.append(None)
+        position = {k: i for i, k in enumerate(ordered) if k is not None}
+        na = len(ordered) - 1
+        inverse = np.fromiter(
+            (na if k is missing else position[k] for k in keys), dtype=np.int64, count=len(keys)
+        )
+        uniques = np.empty(len(ordered), dtype=object)
+        uniques[:] = ordered
+        return uniques, inverse
+
+
+def _category_array(categories):
+    """The categories as an array, kept as objects when numpy would turn
+    mixed types into strings (``["a", 1]`` must keep the integer 1)."""
+    categories = list(categories)
+    array = np.asarray(categories)
+    if array.dtype.kind in "US" and not all(isinstance(c, str) for c in categories):
+        array = np.empty(len(categories), dtype=object)
+        array[:] = categories
+    return array
+
+
+def column_codes(values, categories):
+    """Index of each value in ``categories``; -1 for unknown or missing values."""
+    lookup = {}
+    for i, category in enumerate(categories):
+        if not _is_missing(category):
+            lookup.setdefault(category, i)
+    uniques, inverse = _unique_inverse(values)
+    table = np.array(
+        [-1 if _is_missing(u) else lookup.get(u, -1) for u in uniques], dtype=np.int64
+    )
+    return table[inverse] if len(uniques) else np.empty(0, dtype=np.int64)
+
+
+def present_counts(values):
+    """The non-missing distinct values of a column and their counts."""
+    uniques, inverse = _unique_inverse(values)
+    counts = np.bincount(inverse, minlength=len(uniques)).astype(np.float64)
+    keep = np.array([not _is_missing(u) for u in uniques], dtype=bool)
+    return uniques[keep], counts[keep]
+
+
+def counts_release(n_features):
+    """The Gaussian release of the category counts: a record adds one to at
+    most one category of each of the ``n_features`` columns, so the
+    concatenated counts move by at most ``sqrt(n_features)`` in l2 norm."""
+    return Release("counts", sensitivity=math.sqrt(n_features))
+
+
+def stability_threshold(std, n_features, selection_delta):
+    """Smallest threshold at which a record's at most ``n_features`` new
+    categories (count 1 each) all stay hidden except with probability
+    ``selection_delta``: ``1 + std * Phi^-1(1 - selection_delta / n_features)``."""
+    return 1.0 + std * float(stats.norm.isf(selection_delta / n_features))
+
+
+class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
+    """One-hot encode categorical features, with public or private categories.
+
+    Values that are not among the fitted categories (unknown, infrequent or
+    missing) are encoded as all zeros (``handle_unknown="ignore"``).
+
+    ``categories`` as a list (public, recommended)
+        The categories of each feature, fixed without looking at the data
+        (e.g. a data dictionary). ``fit`` reads only the shape and column
+        names of ``X``: ``epsilon_ = 0``, ``dp_event_`` is a ``NoOpDpEvent``.
+    ``categories="private"`` with ``candidate_categories``
+        Frequent categories are selected from a public candidate list: the
+        counts of every candidate are released with Gaussian noise (l2
+        sensitivity ``sqrt(n_features)`` under add/remove-one neighbours,
+        calibrated to ``(epsilon, delta)`` by a
+        :class:`~skdp.privacy.ReleasePlan`), and a candidate is kept when its
+        noisy count reaches the threshold set by ``min_frequency``.
+    ``categories="private"`` without candidates
+        The candidates are unknown, so the categories present in the data
+        are counted with Gaussian noise calibrated to ``(epsilon, delta/2)``
+        and only those whose noisy count reaches the stability threshold
+        ``tau = 1 + sigma * Phi^-1(1 - delta_s / n_features)`` are kept, with
+        ``delta_s = delta / (2 exp(epsilon))``: a category that only one
+        record holds is then released with probability at most
+        ``delta_s``. This is the thresholded (stable) histogram of Korolova
+        et al. (2009), with Gaussian noise and bounded contributions as in
+        Wilson et al. (2020); it is ``(epsilon_, delta_)``-DP with
+        ``delta_ = privacy_report_.delta + exp(epsilon_) * selection_delta_
+        <= delta``. Only the kept categories are released, never the
+        others' noisy counts.
+
+    Read more in :ref:`preprocessing`.
+
+    Parameters
+    ----------
+    categories : "private" or list of array-like, default="private"
+        Public categories of each feature, or ``"private"`` to select them
+        under differential privacy.
+    candidate_categories : list of array-like or None, default=None
+        Public candidates of each feature for ``categories="private"``.
+    min_frequency : int, float or None, default=None
+        Threshold on a category's noisy count: an int is a count, a float in
+        (0, 1) a share of the feature's noisy total (the sum of the
+        candidates' noisy counts, or of the kept categories' without
+        candidates). None keeps candidates whose noisy count reaches 2 noise
+        standard deviations (every category present, without privacy).
+        Without candidates the stability threshold applies as well.
+    epsilon : float or None, default=1.0
+        Budget of the private selection. None counts exactly, for reference
+        (``epsilon_`` is then inf).
+    delta : float, default=1e-5
+    dtype : number type, default=np.float64
+        Type of the output.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the noise for reproducible experiments; None draws it from the
+        operating system's CSPRNG.
+
+    Attributes
+    ----------
+    categories_ : list of ndarray
+        The categories of each feature, in the order of the output columns.
+    noisy_counts_ : list of ndarray or None
+        With candidates: the released noisy count of every candidate. None
+        otherwise (without candidates only the kept categories are released).
+    selection_delta_ : float
+        The stability part of ``delta_`` (0 unless the candidates are
+        unknown).
+    epsilon_, delta_ : float
+    dp_event_ : dp_accounting.DpEvent or None
+    privacy_report_ : skdp.privacy.PrivacyReport
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+
+    References
+    ----------
+    A. Korolova, K. Kenthapadi, N. Mishra and A. Ntoulas. Releasing search
+    queries and clicks privately. WWW 2009.
+
+    R. J. Wilson, C. Y. Zhang, W. Lam, D. Desfontaines, D. Simmons-Marengo and
+    B. Gipson. Differentially private SQL with bounded user contribution.
+    PoPETs 2020.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdp.preprocessing import DPOneHotEncoder
+    >>> X = np.array([["a", "x"], ["b", "y"], ["a", "z"]], dtype=object)
+    >>> enc = DPOneHotEncoder(categories=[["a", "b"], ["x", "y"]]).fit(X)
+    >>> enc.transform(X)
+    array([[1., 0., 1., 0.],
+           [0., 1., 0., 1.],
+           [1., 0., 0., 0.]])
+    >>> enc.get_feature_names_out().tolist()
+    ['x0_a', 'x0_b', 'x1_x', 'x1_y']
+
+    Private selection of the frequent candidates:
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.choice(["a", "b", "rare"], p=[0.6, 0.39, 0.01], size=(5000, 1))
+    >>> enc = DPOneHotEncoder(candidate_categories=[["a", "b", "rare", "absent"]],
+    ...                       min_frequency=0.05, epsilon=1.0, random_state=0).fit(X)
+    >>> enc.categories_
+    [array(['a', 'b'], dtype='<U6')]
+    """
+
+    _parameter_constraints = {
+        "categories": [StrOptions({"private"}), list],
+        "candidate_categories": [list, None],
+        "min_frequency": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0, 1, closed="neither"),
+            None,
+        ],
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "dtype": "no_validation",
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self, *, categories="private", candidate_categories=None, min_frequency=None,
+        epsilon=1.0, delta=1e-5, dtype=np.float64, random_state=None,
+    ):
+        self.categories = categories
+        self.candidate_categories = candidate_categories
+        self.min_frequency = min_frequency
+        self.epsilon = epsilon
+        self.delta = delta
+        self.dtype = dtype
+        self.random_state = random_state
+
+    def _check_X(self, X, reset):
+        X = validate_data(self, X, dtype=None, ensure_all_finite="allow-nan", reset=reset)
+        if X.dtype.kind in "USa":
+            X = X.astype(object)
+        return X
+
+    @staticmethod
+    def _per_feature(lists, n_features, name):
+        if len(lists) != n_features:
+            raise ValueError(
+                f"{name} has {len(lists)} entries but X has {n_features} features; give one "
+                "list of categories per feature."
+            )
+        return [_category_array(c) for c in lists]
+
+    def _frequency_threshold(self, total):
+        if self.min_frequency is None:
+            return None
+        if isinstance(self.min_frequency, Integral):
+            return float(self.min_frequency)
+        return float(self.min_frequency) * max(float(total), 1.0)
+
+    def fit(self, X, y=None):
+        """Fix the categories: public, or selected under differential privacy.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        X = self._check_X(X, reset=True)
+        n_features = X.shape[1]
+        self.noisy_counts_ = None
+        self.selection_delta_ = 0.0
+        if not isinstance(self.categories, str):
+            if self.candidate_categories is not None:
+                raise ValueError(
+                    "candidate_categories is only used with categories='private'; with public "
+                    "categories leave it None."
+                )
+            self.categories_ = self._per_feature(self.categories, n_features, "categories")
+            self._store_privacy(public_report())
+            return self
+        plan = one_off_plan([counts_release(n_features)])
+        generator = make_generator(self.random_state)
+        if self.candidate_categories is not None:
+            self._fit_candidates(X, plan, generator)
+        else:
+            self._fit_stable(X, plan, generator)
+        return self
+
+    def _fit_candidates(self, X, plan, generator):
+        candidates = self._per_feature(self.candidate_categories, X.shape[1],
+                                       "candidate_categories")
+        counts = [
+            np.bincount(codes[codes >= 0], minlength=len(c)).astype(np.float64)
+            for c, codes in ((c, column_codes(X[:, j], c)) for j, c in enumerate(candidates))
+        ]
+        report = self._report(plan)
+        sizes = np.cumsum([len(c) for c in candidates])[:-1]
+        noisy = add_noise({"counts": np.concatenate(counts)}, report, generator)["counts"]
+        noisy = np.split(noisy, sizes)
+        std = report.scale("counts")
+        self.categories_ = []
+        for c, values in zip(candidates, noisy):
+            threshold = self._frequency_threshold(values.sum())
+            if threshold is None:
+                threshold = 1.0 if std is None else _DEFAULT_STDS * std
+            self.categories_.append(c[values >= threshold])
+        self.noisy_counts_ = noisy
+        self._store_privacy(report)
+
+    def _fit_stable(self, X, plan, generator):
+        n_features = X.shape[1]
+        present = [present_counts(X[:, j]) for j in range(n_features)]
+        if self.epsilon is None:
+            report = plan.non_private(self.delta)
+            tau = 1.0
+        else:
+            report = plan.calibrate(self.epsilon, self.delta / 2)
+            self.selection_delta_ = self.delta / (2 * math.exp(self.epsilon))
+            tau = stability_threshold(report.scale("counts"), n_features, self.selection_delta_)
+        flat = np.concatenate([c for _, c in present]) if present else np.empty(0)
+        noisy = add_noise({"counts": flat}, report, generator)["counts"]
+        noisy = np.split(noisy, np.cumsum([len(c) for _, c in present])[:-1])
+        self.categories_ = []
+        for (values, _), counts in zip(present, noisy):
+            stable = counts >= tau  # only these are released
+            threshold = self._frequency_threshold(counts[stable].sum())
+            keep = stable if threshold is None else stable & (counts >= threshold)
+            self.categories_.append(values[keep])
+        self._store_privacy(
+            report, delta=report.delta + math.exp(report.epsilon) * self.selection_delta_
+            if self.epsilon is not None else None,
+        )
+
+    def transform(self, X):
+        """One-hot encode ``X``; values outside ``categories_`` give zeros.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_out : ndarray of shape (n_samples, n_encoded_features)
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False)
+        widths = [len(c) for c in self.categories_]
+        out = np.zeros((X.shape[0], sum(widths)), dtype=self.dtype)
+        offset = 0
+        for j, (categories, width) in enumerate(zip(self.categories_, widths)):
+            codes = column_codes(X[:, j], categories)
+            rows = np.flatnonzero(codes >= 0)
+            out[rows, offset + codes[rows]] = 1
+            offset += width
+        return out
+
+    def get_feature_names_out(self, input_features=None):
+        """Output feature names, ``"<feature>_<category>"``.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Input feature names; by default ``feature_names_in_`` or
+            ``x0, x1, ...``.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects
+        """
+        check_is_fitted(self)
+        names = getattr(self, "feature_names_in_", None)
+        if input_features is not None:
+            input_features = np.asarray(input_features, dtype=object)
+            if len(input_features) != self.n_features_in_ or (
+                names is not None and not np.array_equal(input_features, names)
+            ):
+                raise ValueError(
+                    "input_features must have n_features_in_ entries, equal to "
+                    "feature_names_in_ when it is defined."
+                )
+            names = input_features
+        if names is None:
+            names = [f"x{j}" for j in range(self.n_features_in_)]
+        return np.asarray(
+            [f"{name}_{c}" for name, cats in zip(names, self.categories_) for c in cats],
+            dtype=object,
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        tags.input_tags.allow_nan = True
+        return tags

@@ -1,0 +1,219 @@
+"""Scaling to a range with public or privately estimated bounds."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
+
+from ._base import (
+    DPPreprocessorMixin,
+    add_noise,
+    feature_pairs,
+    leaky_report,
+    make_generator,
+    one_off_plan,
+    public_report,
+)
+from ._ranges import histogram_release, range_from_histogram, range_histogram
+
+
+class DPMinMaxScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Scale features to ``feature_range`` with public or private bounds.
+
+    Three ways to get each feature's ``[data_min_, data_max_]``:
+
+    - ``bounds`` (public, recommended): taken as they are. ``fit`` reads
+      nothing from the values of ``X`` (only its shape and column names), so
+      it spends no budget: ``epsilon_ = 0`` and ``dp_event_`` is a
+      ``NoOpDpEvent``.
+    - ``data_range`` (a wide public range): the bounds are estimated
+      privately. Each feature's ``data_range`` is cut into ``n_bins`` bins
+      and a Gaussian histogram of the clipped values is released (l2
+      sensitivity ``sqrt(n_features)`` under add/remove-one neighbours, noise
+      calibrated to ``(epsilon, delta)`` by a
+      :class:`~skdp.privacy.ReleasePlan`); the bounds are the noisy
+      ``quantile`` and ``1 - quantile`` points of each histogram, rounded
+      outwards to bin edges.
+    - neither: the minimum and maximum of the data, with a
+      :class:`~skdp.exceptions.PrivacyLeakWarning`; ``epsilon_`` is inf.
+
+    Read more in :ref:`preprocessing`.
+
+    Parameters
+    ----------
+    feature_range : tuple (min, max), default=(0, 1)
+        Range of the transformed data.
+    epsilon : float or None, default=1.0
+        Budget of the range estimation (``data_range`` only). None reads the
+        exact histogram, for reference.
+    delta : float, default=1e-5
+    bounds : (lower, upper), dict or None, default=None
+        Public per-feature range: scalars or arrays of shape (n_features,),
+        or a dict mapping every feature name to a ``(lower, upper)`` pair.
+    data_range : (lower, upper), dict or None, default=None
+        Public range inside which the bounds are estimated privately. Only
+        one of ``bounds`` and ``data_range`` may be given.
+    n_bins : int, default=32
+        Histogram bins per feature.
+    quantile : float in [0, 0.5), default=0.01
+        Share of the records allowed below and above the estimated range.
+    clip : bool, default=True
+        Whether ``transform`` clips ``X`` to ``[data_min_, data_max_]`` (so
+        that the output stays in ``feature_range``).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the noise for reproducible experiments; None draws it from the
+        operating system's CSPRNG.
+
+    Attributes
+    ----------
+    data_min_, data_max_, data_range_ : ndarray of shape (n_features,)
+    scale_, min_ : ndarray of shape (n_features,)
+        ``X * scale_ + min_`` maps the bounds onto ``feature_range``.
+    epsilon_, delta_ : float
+    dp_event_ : dp_accounting.DpEvent or None
+    privacy_report_ : skdp.privacy.PrivacyReport
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+
+    See Also
+    --------
+    DPStandardScaler : Standardize with a private mean and variance.
+
+    Examples
+    --------
+    Public bounds cost nothing:
+
+    >>> import numpy as np
+    >>> from skdp.preprocessing import DPMinMaxScaler
+    >>> X = np.array([[20.0, 1.0], [60.0, 40.0], [95.0, 99.0]])
+    >>> scaler = DPMinMaxScaler(bounds=([17, 1], [90, 99])).fit(X)
+    >>> scaler.transform(X).round(2)
+    array([[0.04, 0.  ],
+           [0.59, 0.4 ],
+           [1.  , 1.  ]])
+    >>> scaler.epsilon_
+    0.0
+
+    Private bounds inside a wide public range:
+
+    >>> X = np.random.default_rng(0).uniform(20, 60, size=(5000, 1))
+    >>> scaler = DPMinMaxScaler(data_range=(0, 100), epsilon=1.0, random_state=0).fit(X)
+    >>> float(scaler.data_min_[0]), float(scaler.data_max_[0])
+    (18.75, 62.5)
+    """
+
+    _parameter_constraints = {
+        "feature_range": [tuple],
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "bounds": ["array-like", dict, None],
+        "data_range": ["array-like", dict, None],
+        "n_bins": [Interval(Integral, 2, None, closed="left")],
+        "quantile": [Interval(Real, 0, 0.5, closed="left")],
+        "clip": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self, feature_range=(0, 1), *, epsilon=1.0, delta=1e-5, bounds=None, data_range=None,
+        n_bins=32, quantile=0.01, clip=True, random_state=None,
+    ):
+        self.feature_range = feature_range
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.data_range = data_range
+        self.n_bins = n_bins
+        self.quantile = quantile
+        self.clip = clip
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Set the bounds: public, privately estimated, or (leaking) read.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        low_out, high_out = self.feature_range
+        if not low_out < high_out:
+            raise ValueError(
+                f"feature_range must be (min, max) with min < max; got {self.feature_range}."
+            )
+        if self.bounds is not None and self.data_range is not None:
+            raise ValueError("Give public bounds or a data_range to estimate them in, not both.")
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=True)
+        n_features = X.shape[1]
+        names = getattr(self, "feature_names_in_", None)
+        if self.bounds is not None:
+            # public: the values of X are never read
+            lower, upper = feature_pairs(self.bounds, n_features, names, "bounds")
+            self._store_privacy(public_report())
+        elif self.data_range is not None:
+            wide_lower, wide_upper = feature_pairs(self.data_range, n_features, names, "data_range")
+            plan = one_off_plan([histogram_release(n_features)])
+            report = self._report(plan)
+            counts = range_histogram(X, wide_lower, wide_upper, self.n_bins)
+            noisy = add_noise({"histogram": counts}, report, make_generator(self.random_state))
+            lower, upper = range_from_histogram(
+                noisy["histogram"], wide_lower, wide_upper, self.quantile
+            )
+            self._store_privacy(report)
+        else:
+            lower, upper = X.min(axis=0), X.max(axis=0)
+            self._warn_leak("bounds=None and data_range=None: the data's min and max are used.")
+            report = leaky_report(one_off_plan([histogram_release(n_features)]).non_private(self.delta))
+            self._store_privacy(report)
+
+        self.data_min_, self.data_max_ = lower, upper
+        self.data_range_ = upper - lower
+        span = np.where(self.data_range_ > 0, self.data_range_, 1.0)
+        self.scale_ = (high_out - low_out) / span
+        self.min_ = low_out - lower * self.scale_
+        return self
+
+    def transform(self, X):
+        """Clip ``X`` to the bounds (if ``clip``) and scale it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        X = np.asarray(validate_data(self, X, dtype=FLOAT_DTYPES, reset=False), dtype=np.float64)
+        if self.clip:
+            X = np.clip(X, self.data_min_, self.data_max_)
+        return X * self.scale_ + self.min_
+
+    def inverse_transform(self, X):
+        """Undo the scaling (not the clipping).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        X = np.asarray(validate_data(self, X, dtype=FLOAT_DTYPES, reset=False), dtype=np.float64)
+        return (X - self.min_) / self.scale_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags

@@ -1,0 +1,263 @@
+"""Standardization with a differentially private mean and variance."""
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
+
+from ..privacy import Release
+from ._base import (
+    DPPreprocessorMixin,
+    add_noise,
+    feature_pairs,
+    leaky_report,
+    make_generator,
+    one_off_plan,
+)
+from ._ranges import histogram_release, range_from_histogram, range_histogram
+
+#: Shares (GDP mu^2) of the releases of one fit: the range histogram (only
+#: with ``data_range``), the count, the sum and the sum of squares.
+_SHARES = {"histogram": 0.2, "count": 0.1, "sum": 0.45, "sum_squares": 0.45}
+
+
+def moment_releases(n_features, *, with_histogram=False):
+    """The Gaussian releases of :class:`DPStandardScaler`, with their
+    sensitivities under add/remove-one neighbours.
+
+    Each record is mapped into ``[-1, 1]`` per feature (``u``), so one record
+    moves the count by 1, the sum of ``u`` by at most ``sqrt(n_features)``
+    and the sum of ``u**2 - 1/2`` (entries in ``[-1/2, 1/2]``) by at most
+    ``sqrt(n_features) / 2``, in l2 norm.
+    """
+    root = math.sqrt(n_features)
+    releases = [
+        Release("count", sensitivity=1.0, share=_SHARES["count"]),
+        Release("sum", sensitivity=root, share=_SHARES["sum"]),
+        Release("sum_squares", sensitivity=root / 2, share=_SHARES["sum_squares"]),
+    ]
+    if with_histogram:
+        releases.insert(0, histogram_release(n_features, share=_SHARES["histogram"]))
+    return releases
+
+
+def moment_statistics(X, lower, upper):
+    """The statistics :class:`DPStandardScaler` releases, before noise.
+
+    ``X`` is clipped to ``[lower, upper]`` and mapped affinely onto
+    ``[-1, 1]`` (``u``); returns the count, ``sum(u)`` and
+    ``sum(u**2 - 1/2)``.
+    """
+    center, half = (lower + upper) / 2, (upper - lower) / 2
+    U = (np.clip(np.asarray(X, dtype=np.float64), lower, upper) - center) / half
+    return {
+        "count": np.array([float(U.shape[0])]),
+        "sum": U.sum(axis=0),
+        "sum_squares": (U**2 - 0.5).sum(axis=0),
+    }
+
+
+class DPStandardScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Standardize features with a differentially private mean and variance.
+
+    Each feature is clipped to its public range ``[lower, upper]`` and mapped
+    onto ``[-1, 1]``; ``fit`` releases the record count, the sum and the sum
+    of squares of the mapped values with Gaussian noise, calibrated by a
+    :class:`~skdp.privacy.ReleasePlan` so that the three releases together
+    are ``(epsilon, delta)``-DP under add/remove-one neighbours (the count is
+    noised too: adding a record changes it). The mean and variance are
+    computed from the noisy statistics alone. Data outside ``bounds`` is
+    clipped, never used to widen them.
+
+    Read more in :ref:`preprocessing`.
+
+    Parameters
+    ----------
+    epsilon : float or None, default=1.0
+        Privacy budget of ``fit``. None computes the exact (clipped) moments,
+        for reference (``epsilon_`` is then inf).
+    delta : float, default=1e-5
+    bounds : (lower, upper), dict or None, default=None
+        Public per-feature range, fixed without looking at the data (a data
+        dictionary, domain knowledge): ``lower`` and ``upper`` scalars or
+        arrays of shape (n_features,), or a dict mapping every feature name
+        to a ``(lower, upper)`` pair. If None and ``data_range`` is None, the
+        range is read from the data: a :class:`~skdp.exceptions.PrivacyLeakWarning`
+        is raised and ``epsilon_`` is inf.
+    data_range : (lower, upper), dict or None, default=None
+        A wide public range inside which the actual range is estimated
+        privately (a noisy histogram with ``n_bins`` bins per feature; see
+        :class:`DPMinMaxScaler`), at a fifth of the budget (in GDP ``mu^2``
+        units). Use it when no tight public bounds are known. Only one of
+        ``bounds`` and ``data_range`` may be given.
+    n_bins : int, default=32
+        Bins per feature of the range histogram (``data_range`` only).
+    quantile : float in [0, 0.5), default=0.01
+        Share of the records allowed below and above the estimated range
+        (``data_range`` only).
+    clip : bool, default=True
+        Whether ``transform`` clips ``X`` to ``bounds_`` before scaling.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the noise for reproducible experiments. None draws the noise
+        from the operating system's CSPRNG (:class:`~skdp.privacy.SecureGenerator`):
+        it cannot be predicted or replayed, which is what a deployment needs.
+
+    Attributes
+    ----------
+    mean_ : ndarray of shape (n_features,)
+    var_ : ndarray of shape (n_features,)
+    scale_ : ndarray of shape (n_features,)
+        ``sqrt(var_)``; a zero variance gets scale 1. The variance of the
+        mapped values is floored at its noise level, so that noise cannot
+        blow a near-constant feature up.
+    bounds_ : ndarray of shape (2, n_features)
+        The range the data was clipped to.
+    n_samples_seen_ : float
+        Noisy record count.
+    epsilon_, delta_ : float
+        Privacy spent by ``fit`` (the accountant's epsilon of ``dp_event_``).
+    dp_event_ : dp_accounting.DpEvent or None
+    privacy_report_ : skdp.privacy.PrivacyReport
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Defined only when ``X`` has feature names that are all strings.
+
+    See Also
+    --------
+    DPMinMaxScaler : Scale to a range with public or private bounds.
+    skdp.privacy.spent : Total privacy of a fitted pipeline.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdp.preprocessing import DPStandardScaler
+    >>> X = np.random.default_rng(0).normal(50, 10, size=(10_000, 2))
+    >>> scaler = DPStandardScaler(epsilon=1.0, bounds=(0, 100), random_state=0).fit(X)
+    >>> np.round(scaler.mean_, 0), np.round(scaler.scale_, 0)
+    (array([50., 50.]), array([10., 10.]))
+    >>> round(scaler.epsilon_, 2)
+    1.0
+    """
+
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "bounds": ["array-like", dict, None],
+        "data_range": ["array-like", dict, None],
+        "n_bins": [Interval(Integral, 2, None, closed="left")],
+        "quantile": [Interval(Real, 0, 0.5, closed="left")],
+        "clip": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self, *, epsilon=1.0, delta=1e-5, bounds=None, data_range=None, n_bins=32,
+        quantile=0.01, clip=True, random_state=None,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.data_range = data_range
+        self.n_bins = n_bins
+        self.quantile = quantile
+        self.clip = clip
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Release the noisy moments of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=True)
+        n_features = X.shape[1]
+        names = getattr(self, "feature_names_in_", None)
+        if self.bounds is not None and self.data_range is not None:
+            raise ValueError(
+                "Give public bounds or a data_range to estimate them in, not both."
+            )
+        private_range = self.bounds is None and self.data_range is not None
+        plan = one_off_plan(moment_releases(n_features, with_histogram=private_range))
+        report = self._report(plan)
+        generator = make_generator(self.random_state)
+
+        if self.bounds is not None:
+            lower, upper = feature_pairs(self.bounds, n_features, names, "bounds")
+        elif private_range:
+            wide_lower, wide_upper = feature_pairs(self.data_range, n_features, names, "data_range")
+            counts = range_histogram(X, wide_lower, wide_upper, self.n_bins)
+            noisy = add_noise({"histogram": counts}, report, generator)["histogram"]
+            lower, upper = range_from_histogram(noisy, wide_lower, wide_upper, self.quantile)
+        else:
+            lower, upper = X.min(axis=0), X.max(axis=0)
+            upper = np.where(upper > lower, upper, lower + 1.0)
+            report = leaky_report(report)
+            self._warn_leak(
+                "bounds=None and data_range=None: the feature ranges are read from the data."
+            )
+
+        noisy = add_noise(moment_statistics(X, lower, upper), report, generator)
+        count = max(float(noisy["count"][0]), 1.0)
+        mean_u = np.clip(noisy["sum"] / count, -1.0, 1.0)
+        second = np.clip((noisy["sum_squares"] + 0.5 * count) / count, 0.0, 1.0)
+        var_u = np.clip(second - mean_u**2, 0.0, 1.0)
+        if report.noise["sum_squares"] is not None:
+            var_u = np.maximum(var_u, report.scale("sum_squares") / count)
+        center, half = (lower + upper) / 2, (upper - lower) / 2
+
+        self.bounds_ = np.vstack([lower, upper])
+        self.n_samples_seen_ = count
+        self.mean_ = center + half * mean_u
+        self.var_ = half**2 * var_u
+        self.scale_ = np.where(self.var_ > 0, np.sqrt(self.var_), 1.0)
+        self._store_privacy(report)
+        return self
+
+    def transform(self, X):
+        """Clip ``X`` to ``bounds_`` (if ``clip``) and standardize it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
+        X = np.asarray(X, dtype=np.float64)
+        if self.clip:
+            X = np.clip(X, self.bounds_[0], self.bounds_[1])
+        return (X - self.mean_) / self.scale_
+
+    def inverse_transform(self, X):
+        """Undo the scaling (not the clipping).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
+        return np.asarray(X, dtype=np.float64) * self.scale_ + self.mean_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags

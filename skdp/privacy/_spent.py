@@ -1,0 +1,216 @@
+"""One epsilon for a fitted workflow: compose every step's ``dp_event_``.
+
+Every step of a pipeline that learnt something from the training data
+releases it, and each record goes through every step (also through the
+transformers of a ``ColumnTransformer`` that see other columns of the same
+record), so the guarantee of the whole workflow is the sequential,
+adaptive composition of the steps' mechanisms. :func:`spent` walks a fitted
+estimator -- recursing into ``Pipeline``, ``ColumnTransformer`` and
+``FeatureUnion`` -- collects the ``dp_event_`` of every skdp step and asks a
+fresh accountant for the epsilon of their ``ComposedDpEvent``.
+"""
+
+import math
+import warnings
+from typing import NamedTuple
+
+import dp_accounting as dpa
+from sklearn.compose import ColumnTransformer
+from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.utils.validation import check_is_fitted
+
+from ..exceptions import PrivacyLeakWarning
+from ._accounting import ACCOUNTANTS, compute_epsilon
+
+#: Fitted attributes that only describe the input's schema (public).
+_SCHEMA_ATTRIBUTES = {"n_features_in_", "feature_names_in_"}
+
+
+class Spent(NamedTuple):
+    """The privacy of a fitted workflow, as returned by :func:`spent`.
+
+    Attributes
+    ----------
+    epsilon : float
+        Accountant's epsilon of ``dp_event`` at the target delta; inf when a
+        step learnt from the data without privacy.
+    delta : float
+        Total delta: the target delta of the composed event, plus
+        ``exp(epsilon)`` times the stability deltas of the steps that select
+        categories without a candidate list (see
+        :class:`~skdp.preprocessing.DPOneHotEncoder`).
+    dp_event : dp_accounting.DpEvent
+        ``ComposedDpEvent`` of the steps' events (``NoOpDpEvent`` when no
+        step spent anything; a ``NonPrivateDpEvent`` is included for every
+        non-private step).
+    steps : tuple of (str, float, float)
+        ``(name, epsilon_, delta_)`` of every step that reads the data, in
+        the order they were visited; names follow scikit-learn's parameter
+        paths (``"preprocess__num"``).
+    """
+
+    epsilon: float
+    delta: float
+    dp_event: object
+    steps: tuple
+
+
+def _leaves(estimator, name):
+    """Yield ``(name, step)`` for every leaf estimator of a fitted workflow."""
+    if estimator is None or isinstance(estimator, str):  # "passthrough", "drop"
+        return
+    prefix = f"{name}__" if name else ""
+    if isinstance(estimator, Pipeline):
+        for step_name, step in estimator.steps:
+            yield from _leaves(step, prefix + step_name)
+    elif isinstance(estimator, ColumnTransformer):
+        for step_name, step, _ in getattr(estimator, "transformers_", estimator.transformers):
+            yield from _leaves(step, prefix + step_name)
+    elif isinstance(estimator, FeatureUnion):
+        for step_name, step in estimator.transformer_list:
+            yield from _leaves(step, prefix + step_name)
+    else:
+        yield name or type(estimator).__name__, estimator
+
+
+def _is_fitted(estimator):
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
+
+
+def _learns_nothing(estimator):
+    """Stateless steps: a FunctionTransformer, or an estimator whose fitted
+    attributes only describe the input's schema."""
+    if isinstance(estimator, FunctionTransformer):
+        return True
+    fitted = {k for k in vars(estimator) if k.endswith("_") and not k.startswith("__")}
+    return fitted <= _SCHEMA_ATTRIBUTES
+
+
+def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
+    """Total privacy of a fitted skdp estimator or workflow.
+
+    Composes the ``dp_event_`` of every fitted step -- skdp estimators and
+    private preprocessing steps, inside any nesting of ``Pipeline``,
+    ``ColumnTransformer`` and ``FeatureUnion`` -- into one
+    ``ComposedDpEvent`` and returns the epsilon a fresh accountant gives it.
+
+    Target delta: by default the **sum** of the steps' deltas (the deltas of
+    their events). Basic composition makes the steps together
+    ``(sum epsilon_i, sum delta_i)``-DP, and the accountant's epsilon of the
+    composed event at ``sum delta_i`` is never larger than that bound (the
+    PLD accountant is tight, up to its pessimistic discretization), so the
+    total never exceeds the sum of the budgets the steps were given, and is
+    usually well below it. Pass ``delta`` to read the composed event at
+    another target instead.
+
+    Steps that learn nothing from the data are fine: ``"passthrough"``,
+    ``"drop"``, a ``FunctionTransformer``, unfitted steps (e.g. a
+    ``ColumnTransformer`` block with no columns), and estimators whose
+    fitted attributes only describe the input's schema (``n_features_in_``,
+    ``feature_names_in_``). A step fitted on the data without differential
+    privacy (a scikit-learn ``StandardScaler``, a skdp estimator fitted with
+    ``epsilon=None``, a plain ``GridSearchCV``) makes the whole workflow
+    non-private: by default a :class:`~skdp.exceptions.PrivacyLeakWarning`
+    names the step and epsilon is inf.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted skdp estimator, ``Pipeline``, ``ColumnTransformer`` or
+        ``FeatureUnion``.
+    delta : float or None, default=None
+        Target delta of the composed event; None sums the steps' deltas.
+    accountant : {"pld", "rdp"}, default="pld"
+    non_private : {"warn", "raise"}, default="warn"
+        What to do with a step fitted without privacy: warn and report
+        epsilon inf, or raise a ``ValueError`` naming it.
+
+    Returns
+    -------
+    Spent
+        Named tuple ``(epsilon, delta, dp_event, steps)``.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        If ``estimator`` is not fitted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from skdp import DPSGDClassifier
+    >>> from skdp.preprocessing import DPStandardScaler
+    >>> from skdp.privacy import spent
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(0, 10, size=(2000, 3))
+    >>> y = (X[:, 0] > 5).astype(int)
+    >>> pipe = make_pipeline(
+    ...     DPStandardScaler(epsilon=0.1, bounds=(0, 10), random_state=0),
+    ...     DPSGDClassifier(epsilon=1.0, delta=1e-5, batch_size=200, random_state=0),
+    ... ).fit(X, y)
+    >>> total = spent(pipe)
+    >>> total.delta  # 1e-5 for each step
+    2e-05
+    >>> bool(total.epsilon <= sum(eps for _, eps, _ in total.steps))
+    True
+    >>> [name for name, _, _ in total.steps]
+    ['dpstandardscaler', 'dpsgdclassifier']
+    """
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}.")
+    if non_private not in ("warn", "raise"):
+        raise ValueError(f"non_private must be 'warn' or 'raise', got {non_private!r}.")
+    if delta is not None and not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1) or None, got {delta!r}.")
+    if not _is_fitted(estimator):
+        raise NotFittedError(
+            f"spent() needs a fitted estimator; this {type(estimator).__name__} is not fitted."
+        )
+
+    events, deltas, selection_delta, steps, leaks = [], [], 0.0, [], []
+    for name, step in _leaves(estimator, ""):
+        if not _is_fitted(step):
+            continue
+        if hasattr(step, "dp_event_"):
+            steps.append((name, float(step.epsilon_), float(step.delta_)))
+            event = step.dp_event_
+            if event is None or not math.isfinite(step.epsilon_):
+                leaks.append((name, step, "was fitted without privacy (epsilon_ is inf)"))
+                continue
+            if event == dpa.NoOpDpEvent():
+                continue
+            events.append(event)
+            report = getattr(step, "privacy_report_", None)
+            deltas.append(float(report.delta if report is not None else step.delta_))
+            selection_delta += float(getattr(step, "selection_delta_", 0.0))
+        elif not _learns_nothing(step):
+            steps.append((name, math.inf, 0.0))
+            leaks.append((name, step, "learnt from the data without differential privacy"))
+
+    for name, step, why in leaks:
+        message = (
+            f"Step {name!r} ({type(step).__name__}) {why}, so the workflow is not "
+            "differentially private. Use a private step (skdp.preprocessing), public "
+            "parameters, or a stateless transformer instead."
+        )
+        if non_private == "raise":
+            raise ValueError(message)
+        warnings.warn(message, PrivacyLeakWarning, stacklevel=2)
+
+    target = float(delta) if delta is not None else float(sum(deltas))
+    if leaks:
+        event = dpa.ComposedDpEvent(events + [dpa.NonPrivateDpEvent()] * len(leaks))
+        return Spent(math.inf, target, event, tuple(steps))
+    if not events:
+        return Spent(0.0, 0.0 if delta is None else target, dpa.NoOpDpEvent(), tuple(steps))
+    event = events[0] if len(events) == 1 else dpa.ComposedDpEvent(events)
+    epsilon = compute_epsilon(event, target, accountant)
+    total_delta = target + math.exp(epsilon) * selection_delta
+    return Spent(epsilon, total_delta, event, tuple(steps))
