@@ -13,10 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def data_home():
-    """``SKDP_DATA`` if set, else the shared copies beside the repository."""
-    if os.environ.get("SKDP_DATA"):
-        return os.environ["SKDP_DATA"]
-    return str(REPO.parent / "shared" / "datasets")
+    """``SKDP_DATA`` if set, else None: the loaders' embedded copies."""
+    return os.environ.get("SKDP_DATA") or None
 
 
 def load_adult():

@@ -5,6 +5,8 @@ The estimator shell holds no training maths: it validates, converts to
 tensors, calls one trainer and stores numpy state plus the privacy report.
 """
 
+import math
+import os
 import warnings
 from contextlib import contextmanager
 from numbers import Integral, Real
@@ -68,11 +70,16 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
     if they were None and False.
     """
 
+    # With metadata routing on, ``fit`` asks for the groups by default, so
+    # ``GridSearchCV(...).fit(X, y, sensitive_features=s)`` needs no
+    # ``set_fit_request`` call (as ``GroupKFold`` asks for ``groups``).
+    __metadata_request__fit = {"sensitive_features": True}
+
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "max_grad_norm": [Interval(Real, 0, None, closed="right")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "sample_rate": [Interval(Real, 0, 1, closed="right"), None],
         "max_epochs": [Interval(Real, 0, None, closed="neither")],
         "max_steps": [Interval(Integral, 1, None, closed="left"), None],
@@ -198,19 +205,57 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
     def _make_generator(self):
         """Generator for sampling and noise, seed for module init, and device.
 
-        Returns ``(generator, seed, device)``. The seed always comes from
-        ``random_state``. The generator is a torch generator on ``device``
-        seeded with it, or, when ``secure_rng`` is True, a
-        :class:`~skdp.privacy.SecureGenerator` (the OS CSPRNG, unseeded).
+        Returns ``(generator, seed, device)``.
+
+        - ``random_state=None`` (the default): sampling and noise come from a
+          :class:`~skdp.privacy.SecureGenerator` (the operating system's
+          CSPRNG: no seed, nothing anyone can replay, not even after
+          ``np.random.seed``), and the initialisation seed from
+          ``os.urandom``.
+        - ``random_state`` an int or a ``RandomState``: a torch generator on
+          ``device`` seeded from it, for reproducible experiments; with
+          ``secure_rng=True`` the privacy randomness still comes from the
+          CSPRNG and the seed only initialises the model.
         """
+        device = self._checked_device()
+        if self.random_state is None:
+            seed = int.from_bytes(os.urandom(8), "little") >> 1
+            return SecureGenerator(device), seed, device
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(np.iinfo(np.int32).max))
-        device = torch.device(self.device)
         if getattr(self, "secure_rng", False):
             return SecureGenerator(device), seed, device
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
         return generator, seed, device
+
+    def _checked_device(self):
+        """``torch.device(self.device)``, or a ValueError saying what to use."""
+        try:
+            device = torch.device(self.device)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"device={self.device!r} is not a torch device ({exc}); use 'cpu', or 'cuda' "
+                "on a machine with a CUDA build of torch."
+            ) from exc
+        available = {
+            "cuda": torch.cuda.is_available,
+            "mps": lambda: torch.backends.mps.is_available(),
+        }.get(device.type, lambda: True)
+        if not available():
+            raise ValueError(
+                f"device={self.device!r} is not available here (torch {torch.__version__} "
+                f"finds no {device.type} device); use device='cpu'."
+            )
+        return device
+
+    def _resolve_batch_size(self, n_samples):
+        """``batch_size``, with ``"auto"`` resolved to
+        ``min(n // 4, max(64, round(6 * sqrt(n))))`` (about 1000 for 30,000
+        records; never more than a quarter of the data)."""
+        if self.batch_size == "auto":
+            return int(min(max(n_samples // 4, 1), max(64, round(6 * math.sqrt(n_samples)))))
+        return int(self.batch_size)
 
     def _build_module(self, n_features, n_outputs, seed):
         """User module or MLP, initialised from ``seed``; None for linear."""

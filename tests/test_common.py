@@ -5,6 +5,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from skdp import DPRateConstrainedClassifier, DPSGDClassifier
 
 ESTIMATORS = [
+    # default constructors: what a new user gets
+    DPSGDClassifier(),
+    DPRateConstrainedClassifier(),
     DPSGDClassifier(batch_size=8, max_epochs=20, random_state=0),
     DPSGDClassifier(batch_size=8, max_epochs=5, hidden_layer_sizes=(4,), random_state=0),
     DPRateConstrainedClassifier(batch_size=8, max_epochs=20, random_state=0),

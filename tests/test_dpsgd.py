@@ -369,3 +369,36 @@ def test_sample_rate_below_one_record_rejected(data):
 def test_new_parameters_in_get_params():
     params = DPSGDClassifier().get_params()
     assert params["sample_rate"] is None and params["secure_rng"] is False
+
+
+# ------------------------------------------------ first-contact defaults
+def test_default_noise_is_not_replayable_by_numpy_seed():
+    """random_state=None draws sampling and noise from the OS CSPRNG: seeding
+    numpy's global generator does not replay a default fit."""
+    X, y = make_classification(n_samples=400, n_features=5, random_state=0)
+    fits = []
+    for _ in range(2):
+        np.random.seed(0)
+        fits.append(DPSGDClassifier(max_steps=30).fit(X, y).coef_)
+    assert not np.array_equal(fits[0], fits[1])
+    seeded = [DPSGDClassifier(max_steps=30, random_state=3).fit(X, y).coef_ for _ in range(2)]
+    np.testing.assert_array_equal(seeded[0], seeded[1])
+
+
+def test_auto_batch_size_fits_small_data():
+    X, y = make_classification(n_samples=30, n_features=4, random_state=0)
+    clf = DPSGDClassifier(random_state=0).fit(X, y)
+    assert clf.batch_size_ == 7  # 30 // 4: never more than a quarter of the data
+    big = DPSGDClassifier(max_steps=2, random_state=0).fit(*make_classification(
+        n_samples=30_000, n_features=4, random_state=0))
+    assert big.batch_size_ == round(6 * np.sqrt(30_000))
+
+
+@pytest.mark.parametrize("device, match", [("cuda:0", "not available|use device='cpu'"),
+                                           ("not-a-device", "not a torch device")])
+def test_unavailable_device_is_a_clear_error(device, match):
+    if device.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("a CUDA device is available here")
+    X, y = make_classification(n_samples=100, n_features=4, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        DPSGDClassifier(device=device, max_steps=2).fit(X, y)

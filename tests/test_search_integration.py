@@ -32,7 +32,6 @@ import sklearn
 import torch
 from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
-from sklearn.exceptions import UnsetMetadataPassedError
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import GridSearchCV, KFold, cross_validate
 from sklearn.pipeline import Pipeline
@@ -439,20 +438,12 @@ def test_wrong_length_sensitive_features(name):
 
 @pytest.mark.parametrize("name", ESTIMATOR_NAMES)
 def test_routing_on_without_set_fit_request(name):
-    """Expected behaviour when routing is on but the estimator's request for
-    ``sensitive_features`` is left unset (scikit-learn's rules):
-
-    * a direct ``est.fit(X, y, sensitive_features=A)`` is not routed and works;
-    * a meta-estimator that would have to route the groups to it (Pipeline,
-      GridSearchCV, cross_validate) raises ``UnsetMetadataPassedError``, which
-      names the estimator and tells to call ``set_fit_request``. A
-      GridSearchCV around a Pipeline meets it inside each fold: with the
-      default ``error_score=np.nan`` the search then fails with "All the ...
-      fits failed" (a ValueError whose text holds the same message), with
-      ``error_score="raise"`` the error itself comes out;
-    * ``set_fit_request(sensitive_features=False)`` drops the groups, and a
-      Pipeline with no other consumer then rejects the argument (TypeError).
-    """
+    """With routing on, skdp estimators request ``sensitive_features`` in
+    ``fit`` by default (as ``GroupKFold`` requests ``groups``), so Pipeline,
+    GridSearchCV and cross_validate route the groups with no
+    ``set_fit_request`` call; ``set_fit_request(sensitive_features=False)``
+    opts out, and a Pipeline with no other consumer then rejects the
+    argument (TypeError)."""
     X, y, groups = _arrays(n=1500)
     factory, _ = ESTIMATORS[name]
     with sklearn.config_context(enable_metadata_routing=True):
@@ -460,22 +451,17 @@ def test_routing_on_without_set_fit_request(name):
         assert list(direct.groups_) == [0, 1]
 
         clf = factory(max_steps=5)
+        assert clf.get_metadata_routing().fit.requests["sensitive_features"] is True
         model = Pipeline([("scale", StandardScaler()), ("clf", clf)])
-        with pytest.raises(UnsetMetadataPassedError, match="set_fit_request"):
-            model.fit(X, y, sensitive_features=groups)
-        with pytest.raises(UnsetMetadataPassedError, match="set_fit_request"):
-            GridSearchCV(clf, {"max_steps": [5]}, cv=2).fit(X, y, sensitive_features=groups)
-        with pytest.raises(UnsetMetadataPassedError, match="set_fit_request"):
-            GridSearchCV(model, {"clf__max_steps": [5]}, cv=2, error_score="raise").fit(
-                X, y, sensitive_features=groups
-            )
-        with pytest.raises(ValueError, match="fits failed(.|\n)*set_fit_request"):
-            GridSearchCV(model, {"clf__max_steps": [5]}, cv=2).fit(
-                X, y, sensitive_features=groups
-            )
-        with pytest.raises(UnsetMetadataPassedError, match="set_fit_request"):
-            cross_validate(model, X, y, cv=2, params={"sensitive_features": groups},
-                           error_score="raise")
+        assert list(model.fit(X, y, sensitive_features=groups)[-1].groups_) == [0, 1]
+        search = GridSearchCV(clf, {"max_steps": [5]}, cv=2, error_score="raise")
+        assert list(search.fit(X, y, sensitive_features=groups).best_estimator_.groups_) == [0, 1]
+        search = GridSearchCV(model, {"clf__max_steps": [5]}, cv=2, error_score="raise")
+        search.fit(X, y, sensitive_features=groups)
+        assert list(search.best_estimator_[-1].groups_) == [0, 1]
+        result = cross_validate(model, X, y, cv=2, params={"sensitive_features": groups},
+                                error_score="raise", return_estimator=True)
+        assert all(list(est[-1].groups_) == [0, 1] for est in result["estimator"])
 
         clf.set_fit_request(sensitive_features=False)
         with pytest.raises(TypeError, match="not routed to any object"):

@@ -35,9 +35,12 @@ class DPSGDClassifier(BaseDPClassifier):
         Privacy budget; keep it well below ``1 / n_samples``.
     max_grad_norm : float, default=1.0
         Clipping bound C on each per-sample gradient's l2 norm.
-    batch_size : int, default=256
+    batch_size : int or "auto", default="auto"
         Expected Poisson batch size; the sampling rate is
-        ``batch_size / n_samples``. Ignored when ``sample_rate`` is given.
+        ``batch_size / n_samples``. ``"auto"`` uses
+        ``min(n_samples // 4, max(64, round(6 * sqrt(n_samples))))``: about
+        1000 for 30,000 records, and never more than a quarter of a small
+        data set. Ignored when ``sample_rate`` is given.
     sample_rate : float in (0, 1] or None, default=None
         Poisson sampling rate q: each record joins each batch with
         probability q, for an expected batch of ``q * n_samples`` records
@@ -83,14 +86,23 @@ class DPSGDClassifier(BaseDPClassifier):
         error. When None, the groups are those seen in ``fit`` and
         ``groups_`` is treated as public.
     random_state : int, RandomState instance or None, default=None
-        Seeds the torch generator behind sampling, noise and initialisation
-        (with ``secure_rng=True``, initialisation only).
+        ``None`` (the default, and the setting for deployment): Poisson
+        sampling and noise come from the operating system's cryptographically
+        secure generator (:class:`skdp.privacy.SecureGenerator`), so nobody --
+        not even someone who seeded numpy's global generator or holds the
+        fitted estimator -- can replay the noise; fits are not reproducible.
+        An int (or ``RandomState``) seeds a torch generator behind sampling,
+        noise and initialisation, for reproducible *experiments*: anyone who
+        knows the seed (it is stored in ``get_params()`` and in pickles) can
+        regenerate the noise and subtract it, so do not publish a model
+        trained with a known seed as private.
     secure_rng : bool, default=False
-        Draw all privacy randomness (Poisson sampling and noise) from the
-        operating system's cryptographically secure generator
-        (``os.urandom``, via :class:`skdp.privacy.SecureGenerator`) instead of
-        torch's seeded generator. Fits are then not reproducible, even with
-        ``random_state`` set. This protects against an attacker who could
+        With ``random_state`` set, still draw all privacy randomness (Poisson
+        sampling and noise) from the operating system's cryptographically
+        secure generator (``os.urandom``, via
+        :class:`skdp.privacy.SecureGenerator`); the seed then only
+        initialises the model. (With ``random_state=None`` this is always
+        the case.) This protects against an attacker who could
         predict or reconstruct the seeded generator's output and subtract the
         noise. It does not protect against attacks on the floating-point
         representation of the noise (Mironov, 2012): the noise is still
@@ -164,7 +176,7 @@ class DPSGDClassifier(BaseDPClassifier):
         epsilon=1.0,
         delta=1e-5,
         max_grad_norm=1.0,
-        batch_size=256,
+        batch_size="auto",
         sample_rate=None,
         max_epochs=10,
         max_steps=None,
@@ -226,7 +238,7 @@ class DPSGDClassifier(BaseDPClassifier):
         self._validate_params()
         X, y_codes, _ = self._validate_training_data(X, y, sensitive_features)
         n = X.shape[0]
-        q = self._check_privacy_setup(n, self.batch_size)
+        q = self._check_privacy_setup(n, self._resolve_batch_size(n))
         steps = self._n_steps_requested(q)
 
         start = time.perf_counter()

@@ -39,7 +39,6 @@ multiplier ``z / sqrt(s)`` for a Gaussian release.
 
 import math
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
 
 import dp_accounting as dpa
 import numpy as np
@@ -358,7 +357,7 @@ class PrivacyReport:
     dp_event: object
     accountant: str
     neighboring: str
-    noise: MappingProxyType
+    noise: dict
     steps: tuple
     sampling_rates: tuple
     joint_noise_multipliers: tuple = ()
@@ -537,7 +536,7 @@ class ReleasePlan:
             dp_event=event,
             accountant=self.accountant,
             neighboring=self.neighboring,
-            noise=MappingProxyType(noise),
+            noise=dict(noise),
             steps=steps,
             sampling_rates=rates,
             joint_noise_multipliers=joints,
@@ -551,7 +550,7 @@ class ReleasePlan:
         names = [r.name for r in self.initial] + [r.name for b in self.batches for r in b.releases]
         return PrivacyReport(
             epsilon=np.inf, delta=float(delta), dp_event=None, accountant=self.accountant,
-            neighboring=self.neighboring, noise=MappingProxyType(dict.fromkeys(names)),
+            neighboring=self.neighboring, noise=dict.fromkeys(names),
             steps=tuple(b.steps for b in self.batches), sampling_rates=self.sampling_rates(),
         )
 
