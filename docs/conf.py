@@ -16,7 +16,22 @@ extensions = [
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
 ]
+
+# The examples gallery: every examples/plot_*.py is run at build time and
+# rendered with its output and figures (CI builds it with warnings as
+# errors, so an example that fails or warns fails the build). Others are
+# shown without running. Examples read the data embedded in the package.
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "abort_on_example_error": True,
+    "download_all_examples": False,
+    "show_memory": False,
+    "min_reported_time": 1,
+}
 
 # API pages: autosummary generates one page per object into docs/generated/
 # (git-ignored) from the templates in docs/_templates/autosummary/.
@@ -26,7 +41,7 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "_templates", "generated/*.rst~"]
+exclude_patterns = ["_build", "_templates", "generated/*.rst~", "auto_examples/*.ipynb"]
 
 html_theme = "alabaster"
 html_static_path = []

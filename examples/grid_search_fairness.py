@@ -22,10 +22,10 @@ The group of every record has to reach both the estimator (to train under
 the constraint) and the fairness scorer (to measure the gap on each fold's
 test rows). The example shows the two ways to get it there:
 
-1. **Metadata routing on**: ``set_fit_request(sensitive_features=True)`` on
-   the estimator, ``set_score_request(sensitive_features=True)`` on the
-   scorer, and ``search.fit(X, y, sensitive_features=sex)``; scikit-learn
-   splits ``sex`` by fold. Routing is switched on only inside a
+1. **Metadata routing on**: ``search.fit(X, y, sensitive_features=sex)``;
+   skdp estimators and fairness scorers request ``sensitive_features`` by
+   default, so no ``set_fit_request`` / ``set_score_request`` call is
+   needed, and scikit-learn splits ``sex`` by fold. Routing is switched on only inside a
    ``sklearn.config_context`` block, so the setting does not leak.
 2. **Routing off** (scikit-learn's default): ``sex`` stays a column of the
    DataFrame ``X``; the ``ColumnTransformer`` passes it through with pandas
@@ -51,14 +51,12 @@ To keep the run short (under a minute and a half on 2 CPU cores), the search
 uses a random subsample of 10,000 of the 30,162 training rows; the chosen
 model is evaluated on the full UCI test split (15,060 rows).
 
-The data is read from ``$SKDP_DATA/adult`` or, when ``SKDP_DATA`` is not
-set, from ``<repository>/../shared/datasets/adult`` if that folder exists,
-else from the default data home (downloaded on first use).
+The data is the copy of Adult embedded in the package (``$SKDP_DATA/adult``
+when ``SKDP_DATA`` is set).
 """
 
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import sklearn
@@ -81,12 +79,8 @@ SEED = 0
 
 
 def data_home():
-    """``$SKDP_DATA``, else ``<repo>/../shared/datasets`` when it exists, else None."""
-    home = os.environ.get("SKDP_DATA")
-    if home:
-        return home
-    shared = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-    return str(shared) if shared.is_dir() else None
+    """``$SKDP_DATA`` if set, else None: the copy embedded in the package."""
+    return os.environ.get("SKDP_DATA") or None
 
 
 def load():
@@ -162,10 +156,9 @@ def main():
         ])  # remainder="drop": "sex" is not a model input
         model = Pipeline([
             ("preprocess", preprocess),
-            ("classifier", estimator().set_fit_request(sensitive_features=True)),
+            ("classifier", estimator()),  # requests sensitive_features by default
         ])
         dpd = get_fairness_scorer("demographic_parity_difference")
-        dpd.set_score_request(sensitive_features=True)
         routed = GridSearchCV(
             model, grid, cv=cv, refit=best_within("dpd", BOUND),
             scoring={"accuracy": "accuracy", "dpd": dpd, "epsilon": epsilon_spent},

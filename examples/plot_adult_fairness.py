@@ -1,4 +1,7 @@
-"""Private and fair income prediction on Adult.
+"""
+================================================
+Private and fair income prediction on UCI Adult
+================================================
 
 Fits :class:`skdp.DPRateConstrainedClassifier` (RaCO-DP) at epsilon=1 with a
 demographic-parity constraint for a few tolerances, and compares it with
@@ -9,9 +12,9 @@ and the epsilon each model spent, and saves the accuracy-vs-gap plot to
 ``adult_fairness_pareto.png`` (next to this script unless ``--output`` says
 otherwise).
 
-The data comes from :func:`skdp.datasets.fetch_adult`: set ``SKDP_DATA`` (or
-``--data-home``) to a folder holding ``adult/adult.data`` and
-``adult/adult.test``; with network access it is downloaded once.
+The data comes from :func:`skdp.datasets.fetch_adult`, which reads the copy
+embedded in the package (``SKDP_DATA`` or ``--data-home`` point it to another
+folder holding ``adult/adult.data`` and ``adult/adult.test``).
 
 Run::
 
@@ -35,11 +38,8 @@ TOLERANCES = (0.01, 0.02, 0.04, 0.08)
 
 
 def default_data_home():
-    """SKDP_DATA, else the shared datasets beside a source checkout."""
-    if os.environ.get("SKDP_DATA"):
-        return os.environ["SKDP_DATA"]
-    beside = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-    return str(beside) if beside.is_dir() else None
+    """SKDP_DATA if set, else None: the copy embedded in the package."""
+    return os.environ.get("SKDP_DATA") or None
 
 
 def load(data_home):
@@ -63,7 +63,8 @@ def evaluate(model, X, y, groups):
 def main():
     parser = argparse.ArgumentParser(description="RaCO-DP on Adult at epsilon=1")
     parser.add_argument("--data-home", default=default_data_home())
-    parser.add_argument("--output", default=str(Path(__file__).with_name("adult_fairness_pareto.png")))
+    here = Path(globals().get("__file__", "plot_adult_fairness.py")).resolve()
+    parser.add_argument("--output", default=str(here.with_name("adult_fairness_pareto.png")))
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
 

@@ -170,7 +170,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     dp_event_ : dp_accounting.DpEvent or None
     privacy_report_ : skdp.privacy.PrivacyReport
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     References
     ----------

@@ -75,7 +75,7 @@ class DPMinMaxScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin
     dp_event_ : dp_accounting.DpEvent or None
     privacy_report_ : skdp.privacy.PrivacyReport
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     See Also
     --------

@@ -122,7 +122,7 @@ class DPStandardScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMix
     dp_event_ : dp_accounting.DpEvent or None
     privacy_report_ : skdp.privacy.PrivacyReport
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has feature names that are all strings.
 
     See Also
