@@ -1,8 +1,8 @@
 """skdp: differentially private scikit-learn estimators with constraints."""
 
 from .fairness import DPRateConstrainedClassifier
-from .linear_model import DPSGDClassifier
+from .linear_model import DPSGDClassifier, DPSGDRegressor
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["DPRateConstrainedClassifier", "DPSGDClassifier", "__version__"]
+__all__ = ["DPRateConstrainedClassifier", "DPSGDClassifier", "DPSGDRegressor", "__version__"]

@@ -14,7 +14,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._groups import _is_dataframe, encode_groups, select_columns
 from .models import make_backend, make_mlp
-from .privacy import ACCOUNTANTS, NEIGHBORING, SecureGenerator
+from .privacy import ACCOUNTANTS, NEIGHBORING, InitialRelease, SecureGenerator, gaussian_noise
 
 
 def split_sensitive_columns(X, sensitive_columns):
@@ -58,22 +58,26 @@ def split_sensitive_columns(X, sensitive_columns):
     return X[:, keep], sensitive
 
 
-class BaseDPClassifier(ClassifierMixin, BaseEstimator):
-    """Base class for skdp classifiers trained with a private torch loop.
+class BaseDPEstimator(BaseEstimator):
+    """Machinery shared by every skdp estimator trained with a private torch loop.
 
-    Subclasses implement ``_fit_private(X, y_codes, groups)`` that trains and
-    sets ``self._backend_state``, and the privacy attributes.
+    Privacy parameters and their checks, Poisson sampling rate and step
+    count, the generator (OS CSPRNG when ``random_state=None``), device,
+    model backend, thread policy, spending a release plan and storing its
+    privacy report, and the forward pass of a fitted model. Task-specific
+    bases add target handling and prediction:
+    :class:`BaseDPClassifier` and :class:`BaseDPRegressor`.
+
+    Subclasses tell the base how many model outputs they train with
+    ``_n_model_outputs()`` and turn a fitted linear weight matrix into
+    ``coef_``/``intercept_`` with ``_set_linear_params(weights)``.
 
     The optional parameters ``sample_rate`` (Poisson rate used instead of
-    ``batch_size``) and ``secure_rng`` (draw sampling and noise from the OS
-    CSPRNG) are read with ``getattr``, so a subclass without them behaves as
-    if they were None and False.
+    ``batch_size``), ``secure_rng`` (draw sampling and noise from the OS
+    CSPRNG), ``noise_multiplier`` and ``sensitive_columns`` are read with
+    ``getattr``, so a subclass without them behaves as if they were None
+    (False for ``secure_rng``).
     """
-
-    # With metadata routing on, ``fit`` asks for the groups by default, so
-    # ``GridSearchCV(...).fit(X, y, sensitive_features=s)`` needs no
-    # ``set_fit_request`` call (as ``GroupKFold`` asks for ``groups``).
-    __metadata_request__fit = {"sensitive_features": True}
 
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
@@ -91,8 +95,6 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         "neighboring": [StrOptions(set(NEIGHBORING))],
         "hidden_layer_sizes": [tuple, list],
         "module": [callable, None],
-        "sensitive_columns": [str, Integral, list, tuple, None],
-        "sensitive_groups": ["array-like", None],
         "random_state": ["random_state"],
         "secure_rng": ["boolean"],
         "device": [str, torch.device],
@@ -100,17 +102,13 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
     }
 
     # ------------------------------------------------------------------ fit
-    def _validate_training_data(self, X, y, sensitive_features):
-        """Validate X, y and groups; set classes_, n_features_in_, groups_.
-
-        Returns ``(X, y_codes, group_codes)`` with X a float numpy array and
-        group codes None when no sensitive features were given.
-        """
-        X, from_columns = split_sensitive_columns(X, self.sensitive_columns)
-        if sensitive_features is None:
-            sensitive_features = from_columns
+    @staticmethod
+    def _validated_X_y(estimator, X, y, **kwargs):
+        """``validate_data(estimator, X, y, ...)`` with a hint for text columns."""
         try:
-            X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], reset=True)
+            return validate_data(
+                estimator, X, y, dtype=[np.float64, np.float32], reset=True, **kwargs
+            )
         except ValueError as exc:
             if "could not convert" in str(exc) or "convert" in str(exc) and "float" in str(exc):
                 raise ValueError(
@@ -118,31 +116,6 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
                     "with a OneHotEncoder in a Pipeline."
                 ) from exc
             raise
-        check_classification_targets(y)
-        encoder = LabelEncoder()
-        y_codes = encoder.fit_transform(y)
-        self.classes_ = encoder.classes_
-        if len(self.classes_) < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in y; got 1 class "
-                f"({self.classes_[0]!r})."
-            )
-        n = X.shape[0]
-        if sensitive_features is None:
-            self.groups_ = None
-            return X, y_codes, None
-        if self.sensitive_groups is None:
-            group_codes, self.groups_ = encode_groups(sensitive_features, n)
-            return X, y_codes, group_codes
-        group_codes, domain = encode_groups(sensitive_features, n, groups=self.sensitive_groups)
-        if (group_codes < 0).any():
-            raise ValueError(
-                f"sensitive_features holds {int((group_codes < 0).sum())} value(s) outside "
-                f"sensitive_groups={list(domain)[:10]}; list every group there."
-            )
-        self.groups_ = domain
-        return X, y_codes, group_codes
-
 
     def _check_privacy_setup(self, n_samples, batch_size):
         """Check the sampling, clipping and delta against the data; return q.
@@ -320,7 +293,12 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
             torch.set_num_threads(previous)
 
     def _store_backend(self, backend):
-        """Keep fitted parameters as numpy arrays (picklable, clone-safe)."""
+        """Keep fitted parameters as numpy arrays (picklable, clone-safe).
+
+        Linear models go through ``_set_linear_params(weights)`` (weights of
+        shape (n_outputs, n_features + 1), bias last); modules keep their
+        state dict in ``module_state_``.
+        """
         state = backend.state()
         if not all(np.isfinite(v).all() for v in state.values() if np.issubdtype(v.dtype, np.floating)):
             raise ValueError(
@@ -328,13 +306,7 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
                 "Lower learning_rate (or dual_learning_rate), or raise max_grad_norm less."
             )
         if self._is_linear:
-            weights = state["weights"]
-            coef, intercept = weights[:, :-1], weights[:, -1]
-            if len(self.classes_) == 2:
-                # two-logit softmax == one-logit sigmoid on the difference
-                coef = coef[1:] - coef[:1]
-                intercept = intercept[1:] - intercept[:1]
-            self.coef_, self.intercept_ = coef, intercept
+            self._set_linear_params(state["weights"])
             self.module_state_ = None
         else:
             self.module_state_ = state
@@ -394,18 +366,90 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
     # -------------------------------------------------------------- predict
     def _validate_predict_X(self, X):
         check_is_fitted(self)
-        X, _ = split_sensitive_columns(X, self.sensitive_columns)
+        X, _ = split_sensitive_columns(X, getattr(self, "sensitive_columns", None))
         return validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
 
-    def _raw_logits(self, X):
-        if self.module_state_ is None:
-            return X @ self.coef_.T + self.intercept_
-        module = self._build_module(self.n_features_in_, len(self.classes_), 0)
+    def _module_outputs(self, X):
+        """Outputs of the fitted torch module on ``X``, shape (n, n_outputs)."""
+        module = self._build_module(self.n_features_in_, self._n_model_outputs(), 0)
         module.load_state_dict({k: torch.as_tensor(v) for k, v in self.module_state_.items()})
         module.eval()
         with torch.no_grad():
             out = module(torch.as_tensor(X, dtype=torch.float32))
         return out.double().numpy()
+
+
+class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
+    """Base class for skdp classifiers trained with a private torch loop.
+
+    Subclasses implement ``_fit_private(X, y_codes, groups)`` that trains and
+    sets ``self._backend_state``, and the privacy attributes. Everything that
+    does not depend on the task lives in :class:`BaseDPEstimator`.
+    """
+
+    # With metadata routing on, ``fit`` asks for the groups by default, so
+    # ``GridSearchCV(...).fit(X, y, sensitive_features=s)`` needs no
+    # ``set_fit_request`` call (as ``GroupKFold`` asks for ``groups``).
+    __metadata_request__fit = {"sensitive_features": True}
+
+    _parameter_constraints = {
+        **BaseDPEstimator._parameter_constraints,
+        "sensitive_columns": [str, Integral, list, tuple, None],
+        "sensitive_groups": ["array-like", None],
+    }
+
+    # ------------------------------------------------------------------ fit
+    def _validate_training_data(self, X, y, sensitive_features):
+        """Validate X, y and groups; set classes_, n_features_in_, groups_.
+
+        Returns ``(X, y_codes, group_codes)`` with X a float numpy array and
+        group codes None when no sensitive features were given.
+        """
+        X, from_columns = split_sensitive_columns(X, self.sensitive_columns)
+        if sensitive_features is None:
+            sensitive_features = from_columns
+        X, y = self._validated_X_y(self, X, y)
+        check_classification_targets(y)
+        encoder = LabelEncoder()
+        y_codes = encoder.fit_transform(y)
+        self.classes_ = encoder.classes_
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in y; got 1 class "
+                f"({self.classes_[0]!r})."
+            )
+        n = X.shape[0]
+        if sensitive_features is None:
+            self.groups_ = None
+            return X, y_codes, None
+        if self.sensitive_groups is None:
+            group_codes, self.groups_ = encode_groups(sensitive_features, n)
+            return X, y_codes, group_codes
+        group_codes, domain = encode_groups(sensitive_features, n, groups=self.sensitive_groups)
+        if (group_codes < 0).any():
+            raise ValueError(
+                f"sensitive_features holds {int((group_codes < 0).sum())} value(s) outside "
+                f"sensitive_groups={list(domain)[:10]}; list every group there."
+            )
+        self.groups_ = domain
+        return X, y_codes, group_codes
+
+    def _n_model_outputs(self):
+        return len(self.classes_)
+
+    def _set_linear_params(self, weights):
+        coef, intercept = weights[:, :-1], weights[:, -1]
+        if len(self.classes_) == 2:
+            # two-logit softmax == one-logit sigmoid on the difference
+            coef = coef[1:] - coef[:1]
+            intercept = intercept[1:] - intercept[:1]
+        self.coef_, self.intercept_ = coef, intercept
+
+    # -------------------------------------------------------------- predict
+    def _raw_logits(self, X):
+        if self.module_state_ is None:
+            return X @ self.coef_.T + self.intercept_
+        return self._module_outputs(X)
 
     def decision_function(self, X):
         """Class scores (logits) for ``X``.
@@ -452,3 +496,155 @@ class BaseDPClassifier(ClassifierMixin, BaseEstimator):
         # generic checks use.
         tags.classifier_tags.poor_score = True
         return tags
+
+
+#: Exponents k of the log2 bins ``[2**(k-1), 2**k)`` of |y| in the private
+#: target-scale histogram; values below (above) fall in the first (last) bin.
+_SCALE_EXPONENTS = np.arange(-20, 41)
+
+
+class BaseDPRegressor(RegressorMixin, BaseDPEstimator):
+    """Base class for skdp regressors trained with a private torch loop.
+
+    Adds what regression needs on top of :class:`BaseDPEstimator`: target
+    validation, the target scaling that keeps the squared loss's clipped
+    gradients useful (public ``y_bounds``, or a private power-of-two scale
+    bought with a small share of the budget), and prediction in the units of
+    ``y``.
+
+    The model is trained on ``(y - y_offset_) / y_scale_``; ``coef_``,
+    ``intercept_`` and predictions are mapped back, so they are in the
+    units of ``y``.
+    """
+
+    _parameter_constraints = {
+        **BaseDPEstimator._parameter_constraints,
+        "y_bounds": [tuple, list, None],
+    }
+
+    #: Share of the budget's GDP mu^2 spent on the private target scale.
+    _target_scale_share = 0.04
+
+    def _n_model_outputs(self):
+        return 1
+
+    # ------------------------------------------------------------------ fit
+    def _validate_regression_data(self, X, y):
+        """Validate X and y (numeric, finite, 1-D); return float arrays."""
+        try:
+            X, y = self._validated_X_y(self, X, y, y_numeric=True)
+        except ValueError as exc:
+            if "Input y contains" in str(exc):
+                raise ValueError(
+                    f"y must be finite: {exc}. Drop or impute the rows with missing or "
+                    "infinite targets before fitting."
+                ) from exc
+            raise
+        y = np.asarray(y, dtype=np.float64)
+        if np.abs(y).max(initial=0.0) > np.finfo(np.float32).max:
+            raise ValueError(
+                "y has values too large for float32 training (|y| > 3.4e38); rescale the "
+                "targets first."
+            )
+        self._check_y_bounds()
+        return X, y
+
+    def _check_y_bounds(self):
+        bounds = self.y_bounds
+        if bounds is None:
+            return None
+        if len(bounds) != 2 or not all(isinstance(b, Real) for b in bounds):
+            raise ValueError(
+                f"y_bounds must be a pair (low, high) of numbers or None; got {bounds!r}."
+            )
+        low, high = float(bounds[0]), float(bounds[1])
+        if not (np.isfinite(low) and np.isfinite(high) and low < high):
+            raise ValueError(
+                f"y_bounds must be finite with low < high; got {bounds!r}. They are public "
+                "bounds on the target (e.g. from the target's definition), not the range "
+                "seen in the data."
+            )
+        return low, high
+
+    def _target_release(self):
+        """The one-off release of the private target scale, or None.
+
+        A histogram of ``log2 |y|`` bins: one record adds 1 to one bin, so
+        its l2 sensitivity is 1 under add/remove-one neighbours.
+        """
+        if self.epsilon is None or self.y_bounds is not None:
+            return None
+        return InitialRelease("target_scale", sensitivity=1.0,
+                              budget_share=self._target_scale_share)
+
+    def _scale_targets(self, y, report, generator, device):
+        """Set ``y_offset_``/``y_scale_`` and return the scaled targets.
+
+        With ``y_bounds=(low, high)``: y is clipped to the bounds and mapped
+        to [-1, 1] (no budget spent). Otherwise ``y_scale_`` is the power of
+        two that tops the largest bin of a (noisy, when private) histogram
+        of ``log2 |y|`` whose count exceeds 4 noise standard deviations, and
+        ``y_offset_`` is 0.
+        """
+        bounds = self._check_y_bounds()
+        if bounds is not None:
+            low, high = bounds
+            self.y_offset_ = (low + high) / 2.0
+            self.y_scale_ = (high - low) / 2.0
+            return (np.clip(y, low, high) - self.y_offset_) / self.y_scale_
+        magnitude = np.abs(y)
+        with np.errstate(divide="ignore"):
+            exponents = np.ceil(np.log2(np.where(magnitude > 0, magnitude, np.inf)))
+        exponents = np.where(magnitude > 0, exponents, _SCALE_EXPONENTS[0])
+        # values exactly at a power of two belong to the bin they top
+        bins = np.clip(exponents, _SCALE_EXPONENTS[0], _SCALE_EXPONENTS[-1]) - _SCALE_EXPONENTS[0]
+        counts = np.bincount(bins.astype(int), minlength=len(_SCALE_EXPONENTS)).astype(float)
+        threshold = 0.0
+        if report is not None and report.private and "target_scale" in report.noise:
+            std = report.scale("target_scale")
+            noise = gaussian_noise(torch.zeros(len(counts), dtype=torch.float64, device=device),
+                                   std, generator)
+            counts = counts + noise.cpu().numpy()
+            threshold = 4.0 * std
+        above = np.flatnonzero(counts > threshold)
+        if above.size:
+            exponent = _SCALE_EXPONENTS[above[-1]]
+        else:
+            exponent = _SCALE_EXPONENTS[int(np.argmax(counts))]
+            if self.verbose:
+                print(
+                    f"[{type(self).__name__}] no bin of the private target histogram stands "
+                    "out from its noise; give y_bounds for a reliable target scale"
+                )
+        self.y_offset_ = 0.0
+        self.y_scale_ = float(2.0 ** exponent)
+        return y / self.y_scale_
+
+    def _set_linear_params(self, weights):
+        self.coef_ = weights[0, :-1] * self.y_scale_
+        self.intercept_ = float(weights[0, -1] * self.y_scale_ + self.y_offset_)
+
+    # -------------------------------------------------------------- predict
+    def predict(self, X):
+        """Predicted targets for ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        X = self._validate_predict_X(X)
+        if self.module_state_ is None:
+            return X @ self.coef_ + self.intercept_
+        return self._module_outputs(X)[:, 0] * self.y_scale_ + self.y_offset_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # DP noise and clipping can cost accuracy on the tiny data sets the
+        # generic checks use.
+        tags.regressor_tags.poor_score = True
+        return tags
+

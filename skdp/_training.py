@@ -2,6 +2,7 @@
 
 import torch
 
+from .models import LinearBackend
 from .privacy import NoiseStream
 
 OPTIMIZERS = ("sgd", "adam")
@@ -55,13 +56,16 @@ def make_optimizer(name, params, learning_rate, momentum=0.0):
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}.")
 
 
-def noisy_update(optimizer, grad_sums, noise_std, expected_batch, noise):
+def noisy_update(optimizer, grad_sums, noise_std, expected_batch, noise, penalty=None):
     """Add N(0, noise_std^2) to clipped sums, average by the expected batch, step.
 
     ``noise`` is a :class:`~skdp.privacy.NoiseStream` of standard normal
     vectors as long as all the sums together (unused when ``noise_std`` is
     0). Dividing by the *expected* Poisson batch size (not the realised one)
-    keeps the update a post-processing of the noisy sum. ``grad_sums`` are
+    keeps the update a post-processing of the noisy sum. ``penalty`` (an
+    :class:`L2Penalty` or None) adds the gradient of a data-independent
+    penalty *after* the noise: it depends on the parameters only, so it is
+    post-processing and is neither clipped nor noised. ``grad_sums`` are
     consumed (modified in place).
     """
     if noise_std > 0:
@@ -70,7 +74,61 @@ def noisy_update(optimizer, grad_sums, noise_std, expected_batch, noise):
             size = total.numel()
             total.add_(row[offset : offset + size].view(total.shape), alpha=noise_std)
             offset += size
+    if penalty is not None:
+        penalty.add_gradient(grad_sums, expected_batch)
     optimizer.apply(grad_sums, 1.0 / expected_batch)
+
+
+class L2Penalty:
+    """The penalty ``alpha / 2 * ||w||^2`` on a backend's weights (not biases).
+
+    Weights are the linear backend's coefficient columns (its last column,
+    the intercept, is left out) or a module's parameters with two or more
+    dimensions (biases and norm scales are left out).
+
+    Parameters
+    ----------
+    backend : LinearBackend or ModuleBackend
+    alpha : float
+        Penalty strength; the penalised objective is the mean loss plus
+        ``alpha / 2 * ||w||^2``.
+    """
+
+    def __init__(self, backend, alpha):
+        self.alpha = float(alpha)
+        self.params = backend.parameters
+        self.masks = [self._mask(backend, p) for p in self.params]
+
+    @staticmethod
+    def _mask(backend, param):
+        if isinstance(backend, LinearBackend):
+            mask = torch.ones_like(param)
+            mask[:, -1] = 0.0
+            return mask
+        return None if param.dim() >= 2 else False
+
+    def value(self):
+        """``alpha / 2 * ||w||^2`` at the current parameters (a float)."""
+        total = 0.0
+        for p, mask in zip(self.params, self.masks):
+            if mask is False:
+                continue
+            w = p if mask is None else p * mask
+            total += float(w.square().sum())
+        return 0.5 * self.alpha * total
+
+    def add_gradient(self, grad_sums, expected_batch):
+        """Add ``alpha * w`` to sums that are divided by ``expected_batch`` next."""
+        weight = self.alpha * expected_batch
+        for total, p, mask in zip(grad_sums, self.params, self.masks):
+            if mask is False:
+                continue
+            total.add_(p if mask is None else p * mask, alpha=weight)
+
+
+def make_penalty(backend, alpha):
+    """:class:`L2Penalty` for ``alpha > 0``, else None."""
+    return L2Penalty(backend, alpha) if alpha else None
 
 
 def gradient_noise_stream(parameters, generator):

@@ -2,7 +2,7 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp import DPRateConstrainedClassifier, DPSGDClassifier
+from skdp import DPRateConstrainedClassifier, DPSGDClassifier, DPSGDRegressor
 
 ESTIMATORS = [
     # default constructors: what a new user gets
@@ -15,6 +15,7 @@ ESTIMATORS = [
         constraint="false_negative_rate", tolerance=0.3, batch_size=8, max_epochs=5,
         hidden_layer_sizes=(4,), random_state=0,
     ),
+    DPSGDRegressor(),
 ]
 
 

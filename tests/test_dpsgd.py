@@ -402,3 +402,59 @@ def test_unavailable_device_is_a_clear_error(device, match):
     X, y = make_classification(n_samples=100, n_features=4, random_state=0)
     with pytest.raises(ValueError, match=match):
         DPSGDClassifier(device=device, max_steps=2).fit(X, y)
+
+
+# ----------------------------------------------------------------- alpha
+def test_alpha_matches_logistic_regression_without_noise():
+    """alpha / 2 ||W||^2 on the two-logit softmax is LogisticRegression with
+    C = 2 / (n alpha) on the sigmoid coefficient."""
+    X, y = make_classification(n_samples=400, n_features=5, random_state=4)
+    alpha = 0.05
+    clf = DPSGDClassifier(
+        epsilon=None, max_grad_norm=np.inf, batch_size=400, max_epochs=600,
+        learning_rate=1.0, alpha=alpha, random_state=0,
+    ).fit(X, y)
+    ref = LogisticRegression(C=2 / (400 * alpha), tol=1e-10, max_iter=10_000).fit(X, y)
+    np.testing.assert_allclose(clf.coef_, ref.coef_, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(clf.intercept_, ref.intercept_, rtol=1e-3, atol=1e-3)
+
+
+def test_alpha_is_post_processing(data):
+    """The penalty changes the model but not the privacy: same noise, same
+    event, and it shrinks the weights (not the intercept)."""
+    X, y = data
+    plain = DPSGDClassifier(epsilon=1.0, batch_size=128, max_epochs=3, random_state=0).fit(X, y)
+    ridge = DPSGDClassifier(
+        epsilon=1.0, batch_size=128, max_epochs=3, alpha=1.0, random_state=0
+    ).fit(X, y)
+    assert ridge.noise_multiplier_ == plain.noise_multiplier_
+    assert ridge.epsilon_ == plain.epsilon_
+    assert ridge.dp_event_ == plain.dp_event_
+    assert np.linalg.norm(ridge.coef_) < 0.5 * np.linalg.norm(plain.coef_)
+
+
+def test_alpha_leaves_module_biases_alone():
+    from skdp._training import L2Penalty
+    from skdp.models import make_backend, make_mlp
+
+    X = torch.zeros((4, 3))
+    backend = make_backend(X, 2, make_mlp(3, 2, (5,)))
+    penalty = L2Penalty(backend, 2.0)
+    sums = [torch.zeros_like(p) for p in backend.parameters]
+    penalty.add_gradient(sums, expected_batch=1.0)
+    for (name, p), g in zip(backend.module.named_parameters(), sums):
+        if name.endswith("bias"):
+            assert torch.all(g == 0)
+        else:
+            torch.testing.assert_close(g, 2.0 * p.detach())
+    linear = make_backend(X, 2)
+    linear.weights.fill_(1.0)
+    sums = [torch.zeros_like(linear.weights)]
+    L2Penalty(linear, 0.5).add_gradient(sums, expected_batch=2.0)
+    assert torch.all(sums[0][:, :-1] == 1.0) and torch.all(sums[0][:, -1] == 0)
+
+
+def test_negative_alpha_is_rejected(data):
+    X, y = data
+    with pytest.raises(ValueError, match="alpha"):
+        DPSGDClassifier(alpha=-1.0).fit(X, y)

@@ -1,16 +1,78 @@
 """DP-SGD classifier: the baseline every skdp estimator is compared against."""
 
 import time
+from numbers import Real
 
-import numpy as np
 import torch
+from sklearn.utils._param_validation import Interval
 
 from .._base import BaseDPClassifier
+from ..models import CrossEntropyHead
 from ..privacy import BatchReleases, Release, ReleasePlan
 from ._trainer import DPSGDConfig, train_dpsgd
 
 
-class DPSGDClassifier(BaseDPClassifier):
+class _DPSGDMixin:
+    """The DP-SGD fit shared by :class:`DPSGDClassifier` and
+    :class:`~skdp.DPSGDRegressor`: plan, calibration, training, state."""
+
+    _dpsgd_constraints = {"alpha": [Interval(Real, 0, None, closed="left")]}
+
+    def _fit_dpsgd(self, X, make_targets, head):
+        """Spend the budget on DP-SGD over ``X``; return self.
+
+        ``make_targets(report, generator, device)`` returns the per-sample
+        targets of ``head`` as a float tensor of shape (n_samples, n_outputs)
+        (it may draw the noise of the plan's initial releases).
+        """
+        n = X.shape[0]
+        q = self._check_privacy_setup(n, self._resolve_batch_size(n))
+        steps = self._n_steps_requested(q)
+
+        start = time.perf_counter()
+        report = self._spend(self._release_plan(q, steps))
+        calibration_time = time.perf_counter() - start
+        sigma, steps = report.multiplier("gradient"), report.steps[0]
+        config = DPSGDConfig(
+            n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm,
+            noise_multiplier=sigma, optimizer=self.optimizer,
+            learning_rate=self.learning_rate, momentum=self.momentum, verbose=self.verbose,
+            alpha=self.alpha, head=head,
+        )
+
+        generator, seed, device = self._make_generator()
+        X_t = self._to_tensor(X, device)
+        targets = make_targets(report, generator, device).to(device=device, dtype=X_t.dtype)
+        backend = self._make_backend(X_t, targets.shape[1], seed)
+        start = time.perf_counter()
+        with self._training_threads(device):
+            train_dpsgd(backend, targets, config, generator)
+        self._store_backend(backend)
+        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
+        self.n_steps_ = steps
+        self.sampling_rate_ = q
+        self.batch_size_ = self._expected_batch_size(n, q)
+        self.noise_multiplier_ = sigma
+        self._store_privacy_report(report)
+        return self
+
+    def _initial_releases(self):
+        """One-off releases before training (none by default)."""
+        return ()
+
+    def _release_plan(self, sampling_rate, steps):
+        """One release per step: the clipped gradient sum (sensitivity C)."""
+        return ReleasePlan(
+            BatchReleases(
+                [Release("gradient", sensitivity=self.max_grad_norm)],
+                steps=steps, sampling_rate=sampling_rate,
+            ),
+            initial=self._initial_releases(),
+            neighboring=self.neighboring, accountant=self.accountant,
+        )
+
+
+class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
     """Logistic regression or MLP trained with differentially private SGD.
 
     Each step Poisson-samples a batch (every record joins with probability
@@ -59,6 +121,13 @@ class DPSGDClassifier(BaseDPClassifier):
         Optimizer applied to the privatised gradient (post-processing).
     momentum : float, default=0.9
         Momentum of ``"sgd"``.
+    alpha : float, default=0.0
+        Strength of the L2 penalty ``alpha / 2 * ||W||^2`` on the weights
+        (not the intercepts) added to the mean loss. It does not depend on the
+        data, so its gradient is added after the noise (post-processing) and
+        is neither clipped nor noised. For a binary linear model it equals
+        ``LogisticRegression(C=2 / (n_samples * alpha))`` (the two-logit
+        softmax puts half of ``coef_`` on each logit).
     noise_multiplier : float or None, default=None
         Gaussian noise standard deviation divided by ``max_grad_norm``.
         ``None`` calibrates it so that the requested steps spend the budget;
@@ -170,6 +239,11 @@ class DPSGDClassifier(BaseDPClassifier):
     (0.05, 100)
     """
 
+    _parameter_constraints = {
+        **BaseDPClassifier._parameter_constraints,
+        **_DPSGDMixin._dpsgd_constraints,
+    }
+
     def __init__(
         self,
         *,
@@ -183,6 +257,7 @@ class DPSGDClassifier(BaseDPClassifier):
         learning_rate=1.0,
         optimizer="sgd",
         momentum=0.9,
+        alpha=0.0,
         noise_multiplier=None,
         accountant="pld",
         neighboring="add_remove",
@@ -205,6 +280,7 @@ class DPSGDClassifier(BaseDPClassifier):
         self.learning_rate = learning_rate
         self.optimizer = optimizer
         self.momentum = momentum
+        self.alpha = alpha
         self.noise_multiplier = noise_multiplier
         self.accountant = accountant
         self.neighboring = neighboring
@@ -237,44 +313,10 @@ class DPSGDClassifier(BaseDPClassifier):
         """
         self._validate_params()
         X, y_codes, _ = self._validate_training_data(X, y, sensitive_features)
-        n = X.shape[0]
-        q = self._check_privacy_setup(n, self._resolve_batch_size(n))
-        steps = self._n_steps_requested(q)
 
-        start = time.perf_counter()
-        report = self._spend(self._release_plan(q, steps))
-        calibration_time = time.perf_counter() - start
-        sigma, steps = report.multiplier("gradient"), report.steps[0]
-        config = DPSGDConfig(
-            n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm,
-            noise_multiplier=sigma, optimizer=self.optimizer,
-            learning_rate=self.learning_rate, momentum=self.momentum, verbose=self.verbose,
-        )
+        def onehot(report, generator, device):
+            codes = torch.as_tensor(y_codes, device=device)
+            return torch.nn.functional.one_hot(codes, len(self.classes_)).to(torch.float32)
 
-        generator, seed, device = self._make_generator()
-        X_t = self._to_tensor(X, device)
-        onehot = torch.nn.functional.one_hot(
-            torch.as_tensor(y_codes, device=device), len(self.classes_)
-        ).to(X_t.dtype)
-        backend = self._make_backend(X_t, len(self.classes_), seed)
-        start = time.perf_counter()
-        with self._training_threads(device):
-            train_dpsgd(backend, onehot, config, generator)
-        self._store_backend(backend)
-        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
-        self.n_steps_ = steps
-        self.sampling_rate_ = q
-        self.batch_size_ = self._expected_batch_size(n, q)
-        self.noise_multiplier_ = sigma
-        self._store_privacy_report(report)
-        return self
+        return self._fit_dpsgd(X, onehot, CrossEntropyHead())
 
-    def _release_plan(self, sampling_rate, steps):
-        """One release per step: the clipped gradient sum (sensitivity C)."""
-        return ReleasePlan(
-            BatchReleases(
-                [Release("gradient", sensitivity=self.max_grad_norm)],
-                steps=steps, sampling_rate=sampling_rate,
-            ),
-            neighboring=self.neighboring, accountant=self.accountant,
-        )

@@ -5,7 +5,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .._training import gradient_noise_stream, make_optimizer, noisy_update
+from .._training import (
+    TailAverage,
+    gradient_noise_stream,
+    make_optimizer,
+    make_penalty,
+    noisy_update,
+)
 from ..models import CrossEntropyHead
 from ..privacy import PoissonSampler
 
@@ -15,6 +21,11 @@ class DPSGDConfig:
     """Settings of one DP-SGD run, built by the estimator.
 
     ``noise_multiplier=None`` trains non-privately (clipped, not noised).
+    ``alpha`` is the strength of the penalty ``alpha / 2 * ||w||^2`` on the
+    weights (not the intercepts), added after the noise (post-processing).
+    ``head`` is the loss head (default: softmax cross-entropy).
+    ``averaging`` is the fraction of final steps whose iterates are averaged
+    into the returned parameters (post-processing; 0 keeps the last iterate).
     """
 
     n_steps: int
@@ -25,6 +36,9 @@ class DPSGDConfig:
     learning_rate: float = 1.0
     momentum: float = 0.0
     verbose: int = 0
+    alpha: float = 0.0
+    head: object = None
+    averaging: float = 0.0
 
 
 @torch.no_grad()
@@ -34,7 +48,9 @@ def train_dpsgd(backend, onehot, config, generator):
     Parameters
     ----------
     backend : LinearBackend or ModuleBackend
-    onehot : tensor of shape (n_samples, n_classes)
+    onehot : tensor of shape (n_samples, n_outputs)
+        Per-sample targets of the head: one-hot labels for cross-entropy,
+        a column of targets for the squared loss.
     config : DPSGDConfig
     generator : torch.Generator or SecureGenerator
 
@@ -54,7 +70,9 @@ def train_dpsgd(backend, onehot, config, generator):
     private = config.noise_multiplier is not None
     noise_std = config.noise_multiplier * clip if private else 0.0
     opt = make_optimizer(config.optimizer, backend.parameters, config.learning_rate, config.momentum)
-    head = CrossEntropyHead()
+    head = CrossEntropyHead() if config.head is None else config.head
+    penalty = make_penalty(backend, config.alpha)
+    average = TailAverage(backend.parameters, n_steps, config.averaging)
     noise = gradient_noise_stream(backend.parameters, generator)
     clipped = torch.zeros(n_steps, device=onehot.device)
     sizes = torch.zeros(n_steps, dtype=torch.long, device=onehot.device)
@@ -65,7 +83,8 @@ def train_dpsgd(backend, onehot, config, generator):
         batch, logits = backend.forward(idx)
         targets = (onehot_t.index_select(1, idx),)
         sums, sq_norms = backend.clipped_grad_sum(idx, batch, logits, head, targets, clip)
-        noisy_update(opt, sums, noise_std, expected_batch, noise)
+        noisy_update(opt, sums, noise_std, expected_batch, noise, penalty)
+        average.update(step)
         if verbose:
             clipped[step] = (sq_norms > clip**2).float().mean() if idx.numel() else 0.0
             sizes[step] = idx.numel()
@@ -74,4 +93,5 @@ def train_dpsgd(backend, onehot, config, generator):
                     f"[DP-SGD] step {step + 1}/{n_steps}  "
                     f"elapsed {time.perf_counter() - start:.2f}s"
                 )
+    average.finalize()
     return {"clipped_fraction": clipped, "batch_size": sizes}

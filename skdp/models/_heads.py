@@ -28,3 +28,52 @@ class CrossEntropyHead:
     def output_grad(logits_t, onehot_t):
         """d loss / d logits, class-major: shape (n_classes, batch)."""
         return torch.softmax(logits_t, dim=0).sub_(onehot_t)
+
+
+class SquaredLossHead:
+    """Half squared error ``(output - y)**2 / 2`` of one output against a target.
+
+    Targets have the outputs' shape: (batch, 1) on the ``torch.func`` path,
+    (1, batch) class-major on the linear path, where the per-sample gradient
+    with respect to the output is the residual ``output - y`` (so a linear
+    model's per-sample gradient is ``(prediction - y) * [x, 1]``).
+    """
+
+    n_targets = 1
+
+    @staticmethod
+    def loss(outputs, targets):
+        """Per-sample loss, shape (batch,)."""
+        return 0.5 * (outputs - targets).square().sum(1)
+
+    @staticmethod
+    def output_grad(outputs_t, targets_t):
+        """d loss / d outputs, class-major: shape (1, batch)."""
+        return outputs_t - targets_t
+
+
+class WeightedHead:
+    """A head whose per-sample losses are multiplied by per-sample weights.
+
+    The weights travel as the last target column (batch-major) or row
+    (class-major), so one targets tensor serves both gradient paths. Used for
+    objectives that mix parts of the data at different weights, such as the
+    bilevel tuner's ``train loss + validation loss / penalty``; each record's
+    *weighted* gradient is what gets clipped.
+
+    Parameters
+    ----------
+    head : CrossEntropyHead or SquaredLossHead
+    """
+
+    def __init__(self, head):
+        self.head = head
+        self.n_targets = head.n_targets
+
+    def loss(self, outputs, targets):
+        """Per-sample weighted loss, shape (batch,)."""
+        return self.head.loss(outputs, targets[:, :-1]) * targets[:, -1]
+
+    def output_grad(self, outputs_t, targets_t):
+        """Weighted d loss / d outputs, class-major."""
+        return self.head.output_grad(outputs_t, targets_t[:-1]) * targets_t[-1]
