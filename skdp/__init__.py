@@ -2,7 +2,8 @@
 
 from .fairness import DPRateConstrainedClassifier
 from .linear_model import DPSGDClassifier, DPSGDRegressor
+from .robust import DPDROClassifier, DPDRORegressor
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["DPRateConstrainedClassifier", "DPSGDClassifier", "DPSGDRegressor", "__version__"]
+__all__ = ["DPDROClassifier", "DPDRORegressor", "DPRateConstrainedClassifier", "DPSGDClassifier", "DPSGDRegressor", "__version__"]

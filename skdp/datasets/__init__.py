@@ -19,6 +19,7 @@ from ._adult import fetch_adult
 from ._base import get_data_home, make_preprocessor
 from ._compas import fetch_compas
 from ._german import fetch_german
+from ._robust import make_imbalanced_digits, make_rare_subpopulation
 from ._synthetic import make_fair_classification
 
 __all__ = [
@@ -27,5 +28,7 @@ __all__ = [
     "fetch_german",
     "get_data_home",
     "make_fair_classification",
+    "make_imbalanced_digits",
+    "make_rare_subpopulation",
     "make_preprocessor",
 ]

@@ -24,6 +24,7 @@ from ._fairness import (
     worst_group_accuracy,
 )
 from ._scorers import get_fairness_scorer, get_fairness_scorer_names, make_fairness_scorer
+from ._worst_group import get_worst_group_scorer, worst_class_recall, worst_group_mean_squared_error
 
 __all__ = [
     "GroupRates",
@@ -41,4 +42,7 @@ __all__ = [
     "make_fairness_scorer",
     "selection_rate",
     "worst_group_accuracy",
+    "get_worst_group_scorer",
+    "worst_class_recall",
+    "worst_group_mean_squared_error",
 ]

@@ -9,6 +9,7 @@ weight matrix (bias in the last column) and uses the closed form;
 import torch
 
 from ..privacy import clipped_linear_sum, clipped_module_sum
+from ..privacy._clipping import clipped_linear_diff_sum, clipped_module_diff_sum
 
 
 class LinearBackend:
@@ -45,6 +46,29 @@ class LinearBackend:
         )
         return [total], sq_norms
 
+    def forward_at(self, batch, params):
+        """Class-major logits of ``batch`` (from :meth:`forward`) under other
+        ``params`` (a list aligned with ``parameters``)."""
+        return params[0] @ batch.T
+
+    def clipped_grad_diff_sum(self, idx, batch, previous, head, targets_t, previous_targets_t,
+                              max_norm, *, inner_norm=None, logits_t=None,
+                              previous_logits_t=None):
+        """Clipped sum of per-sample gradient differences between the current
+        parameters and ``previous`` (list aligned with ``parameters``) on the
+        same batch; see :func:`skdp.privacy._clipping.clipped_linear_diff_sum`.
+        """
+        if logits_t is None:
+            logits_t = self.weights @ batch.T
+        if previous_logits_t is None:
+            previous_logits_t = previous[0] @ batch.T
+        total, sq_norms = clipped_linear_diff_sum(
+            batch, head.output_grad(logits_t, *targets_t),
+            head.output_grad(previous_logits_t, *previous_targets_t), max_norm,
+            inner_norm=inner_norm, input_sq_norms=self._sq_norms.index_select(0, idx),
+        )
+        return [total], sq_norms
+
     def predict_logits(self, X):
         return X @ self.weights[:, :-1].T + self.weights[:, -1]
 
@@ -69,6 +93,25 @@ class ModuleBackend:
     def clipped_grad_sum(self, idx, batch, logits_t, head, targets_t, max_norm):
         sums, sq_norms = clipped_module_sum(
             self.module, head.loss, batch, *(t.T for t in targets_t), max_norm=max_norm
+        )
+        return [sums[name] for name in self._names], sq_norms
+
+    def forward_at(self, batch, params):
+        """Class-major outputs of ``batch`` under other ``params`` (list
+        aligned with ``parameters``)."""
+        named = dict(zip(self._names, params))
+        with torch.no_grad():
+            return torch.func.functional_call(self.module, named, (batch,)).T.contiguous()
+
+    def clipped_grad_diff_sum(self, idx, batch, previous, head, targets_t, previous_targets_t,
+                              max_norm, *, inner_norm=None, logits_t=None,
+                              previous_logits_t=None):
+        """Clipped sum of per-sample gradient differences (``torch.func``);
+        see :func:`skdp.privacy._clipping.clipped_module_diff_sum`."""
+        sums, sq_norms = clipped_module_diff_sum(
+            self.module, head.loss, batch, [t.T for t in targets_t],
+            dict(zip(self._names, previous)), [t.T for t in previous_targets_t],
+            max_norm=max_norm, inner_norm=inner_norm,
         )
         return [sums[name] for name in self._names], sq_norms
 

@@ -25,7 +25,13 @@ from ._accounting import (
     poisson_gaussian_step,
     sensitivity_factor,
 )
-from ._clipping import clip_factors, clipped_linear_sum, clipped_module_sum
+from ._clipping import (
+    clip_factors,
+    clipped_linear_diff_sum,
+    clipped_linear_sum,
+    clipped_module_diff_sum,
+    clipped_module_sum,
+)
 from ._noise import NoiseStream, gaussian_noise, laplace_noise
 from ._plan import (
     BatchReleases,
@@ -56,7 +62,9 @@ __all__ = [
     "normal_",
     "uniform_",
     "clip_factors",
+    "clipped_linear_diff_sum",
     "clipped_linear_sum",
+    "clipped_module_diff_sum",
     "clipped_module_sum",
     "gaussian_noise",
     "laplace_noise",

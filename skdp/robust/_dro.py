@@ -1,0 +1,779 @@
+"""Differentially private distributionally robust classifier and regressor."""
+
+import math
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from scipy.optimize import brentq, minimize_scalar
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .._base import BaseDPClassifier, BaseDPRegressor
+from ..privacy import BatchReleases, PrivacyBudgetError, Release, ReleasePlan
+from ._divergences import DIVERGENCES, make_divergence
+from ._losses import CrossEntropyLoss, SquaredLoss
+from ._trainer import (
+    DROConfig,
+    release_names,
+    train_double_spider,
+    train_dual_sgd,
+    train_recursive_spider,
+)
+
+ALGORITHMS = ("auto", "double_spider", "recursive_spider", "dp_sgd")
+
+#: Share of each batch's privacy (GDP mu^2) by release. The model gradient
+#: carries most of the information; the scalar dual statistics need little.
+_SHARES = {
+    "eta_anchor": 0.1, "x_anchor": 0.9, "eta_diff": 0.1, "x_diff": 0.9,
+    "v_anchor": 0.75, "u_anchor": 0.1, "s_anchor": 0.15,
+    "v_diff": 0.75, "u_diff": 0.1, "s_diff": 0.15,
+    "x_grad": 0.9, "dual_grad": 0.1,
+}
+
+#: Largest exponent a float64 exponential of the DRO weights may reach.
+_EXP_LIMIT = 700.0
+
+_DRO_CONSTRAINTS = {
+    "divergence": [StrOptions(set(DIVERGENCES))],
+    "alpha": [Interval(Real, None, None, closed="neither")],
+    "k": [Interval(Real, None, None, closed="neither")],
+    "formulation": [StrOptions({"penalized", "constrained"})],
+    "lam": [Interval(Real, 0, None, closed="neither")],
+    "rho": [Interval(Real, 0, None, closed="left")],
+    "lam_min": [Interval(Real, 0, None, closed="neither")],
+    "lam_init": [Interval(Real, 0, None, closed="neither")],
+    "loss_bound": [Interval(Real, 0, None, closed="neither")],
+    "algorithm": [StrOptions(set(ALGORITHMS))],
+    "anchor_batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto", "full"})],
+    "epoch_size": [Interval(Integral, 1, None, closed="left")],
+    "dual_grad_norm": [Interval(Real, 0, None, closed="neither")],
+    "diff_clip": [Interval(Real, 0, None, closed="neither")],
+    "dual_learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "step_norm_cap": [Interval(Real, 0, None, closed="neither")],
+    "storm_beta": [Interval(Real, 0, 1, closed="both")],
+    "anchor_noise_ratio": [Interval(Real, 0, None, closed="neither")],
+    "noise": [StrOptions({"calibrated", "paper"})],
+    "paper_constant": [Interval(Real, 0, None, closed="neither")],
+    "iterate": [StrOptions({"last", "average"})],
+    "init_model": "no_validation",
+}
+
+
+class _DROMixin:
+    """Fit machinery shared by the DRO classifier and regressor."""
+
+    _loss = None
+
+    def _resolve_algorithm(self):
+        algorithm = self.algorithm
+        if algorithm == "auto":
+            algorithm = "recursive_spider" if self.divergence == "kl" else "double_spider"
+        if self.formulation == "constrained":
+            if self.divergence != "kl":
+                raise ValueError(
+                    f"formulation='constrained' (a KL ball of radius rho) needs divergence='kl'; "
+                    f"got divergence={self.divergence!r}. Use formulation='penalized' with lam."
+                )
+            if algorithm == "double_spider":
+                raise ValueError(
+                    "algorithm='double_spider' solves the penalized dual; the constrained KL "
+                    "form is compositional: use algorithm='recursive_spider' (or 'auto') or "
+                    "'dp_sgd'."
+                )
+        if algorithm == "recursive_spider" and self.divergence != "kl":
+            raise ValueError(
+                f"algorithm='recursive_spider' solves the KL compositional form; got "
+                f"divergence={self.divergence!r}. Use 'double_spider' (or 'auto')."
+            )
+        return algorithm
+
+    def _check_exponent(self):
+        lam = self.lam_min if self.formulation == "constrained" else self.lam
+        if self._divergence.uses_exp and self.loss_bound / lam > _EXP_LIMIT:
+            name = "lam_min" if self.formulation == "constrained" else "lam"
+            raise ValueError(
+                f"loss_bound / {name} = {self.loss_bound:g} / {lam:g} = "
+                f"{self.loss_bound / lam:.3g} overflows the exponential scale of "
+                f"divergence={self.divergence!r} (limit {_EXP_LIMIT:g}): the worst-case weights "
+                f"exp(loss / {name}) are not representable. Raise {name} or lower loss_bound."
+            )
+
+    def _resolve_anchor_batch(self, n, batch):
+        if self.anchor_batch_size == "full":
+            return n
+        if self.anchor_batch_size == "auto":
+            # Poisson-subsampled (never the whole data) so anchors stay amplified
+            return int(max(batch, min(n // 2, 4 * batch)))
+        if self.anchor_batch_size > n:
+            raise ValueError(
+                f"anchor_batch_size={self.anchor_batch_size} is larger than the number of "
+                f"training samples ({n}); use 'full' or a smaller size."
+            )
+        return int(self.anchor_batch_size)
+
+    def _plan(self, algorithm, n, q_anchor, q_diff, steps):
+        anchor_names, diff_names = release_names(algorithm, self.formulation)
+        sens = {"x": self.max_grad_norm, "v": self.max_grad_norm, "eta": self.dual_grad_norm,
+                "u": self.dual_grad_norm, "dual": self.dual_grad_norm, "s": 1.0}
+
+        def release(name, anchor):
+            # difference bounds adapt to the iterates: their noise is the
+            # multiplier times the bound of the step (nominal sensitivity 1)
+            sensitivity = sens[name.split("_")[0]] if anchor or name.startswith("s_") else 1.0
+            return Release(name, sensitivity=sensitivity, share=_SHARES[name])
+
+        if algorithm == "dp_sgd":
+            batches = [BatchReleases([release(nm, True) for nm in diff_names], steps=steps,
+                                     sampling_rate=q_diff, name="steps")]
+        else:
+            n_anchor = -(-steps // self.epoch_size)
+            batches = [
+                BatchReleases([release(nm, True) for nm in anchor_names], steps=n_anchor,
+                              sampling_rate=q_anchor, name="anchors",
+                              noise_ratio=self.anchor_noise_ratio),
+                BatchReleases([release(nm, False) for nm in diff_names], steps=steps - n_anchor,
+                              sampling_rate=q_diff, name="differences"),
+            ]
+        return ReleasePlan(batches, initial=self._initial_releases(), neighboring=self.neighboring,
+                           accountant=self.accountant)
+
+    def _initial_releases(self):
+        return ()
+
+    def _paper_noise(self, plan, n, steps, n_anchor_batch, n_diff_batch):
+        """The paper's closed-form noise (Thm 5 with both branches and the
+        corrected sqrt(log(1/delta))/epsilon), as noise scales on the sums."""
+        base = self.paper_constant * math.sqrt(math.log(1.0 / self.delta)) / self.epsilon
+        q = self.epoch_size
+        scales = {}
+        for batch in plan.batches:
+            anchor = batch.name == "anchors"
+            size = n_anchor_batch if anchor else n_diff_batch
+            horizon = steps / q if anchor else steps
+            z = base * max(1.0, size * math.sqrt(horizon) / n)
+            for r in batch.releases:
+                scales[r.name] = z * r.sensitivity
+        # one-off releases (the regressor's target scale) keep their planned share
+        initial, _ = plan._initial(self.epsilon, self.delta)
+        scales.update({r.name: initial[r.name] * r.sensitivity for r in plan.initial})
+        return scales
+
+    def _fit_dro(self, X, targets, n_outputs):
+        """Train on validated ``X``; ``targets(report, generator, device)``
+        returns the per-sample target tensor (it may draw the noise of the
+        plan's initial releases)."""
+        self._divergence.name  # validates alpha / k
+        algorithm = self._resolve_algorithm()
+        self._check_exponent()
+        n = X.shape[0]
+        batch = self._resolve_batch_size(n)
+        q_diff = self._check_privacy_setup(n, batch)
+        n_diff_batch = self._expected_batch_size(n, q_diff)
+        n_anchor_batch = self._resolve_anchor_batch(n, n_diff_batch)
+        q_anchor = n_anchor_batch / n
+        if self.max_steps is not None:
+            steps = int(self.max_steps)
+        elif algorithm == "dp_sgd":
+            steps = max(1, int(round(self.max_epochs / q_diff)))
+        else:
+            per_step = (n_anchor_batch + (self.epoch_size - 1) * n_diff_batch) / self.epoch_size
+            steps = max(1, int(round(self.max_epochs * n / per_step)))
+        plan = self._plan(algorithm, n, q_anchor, q_diff, steps)
+
+        start = time.perf_counter()
+        if self.epsilon is None:
+            report = plan.non_private(self.delta)
+        elif self.noise == "paper":
+            report = plan.account(self._paper_noise(plan, n, steps, n_anchor_batch, n_diff_batch),
+                                  self.delta)
+            warnings.warn(
+                f"noise='paper' uses the paper's closed-form noise (constant "
+                f"c={self.paper_constant:g}), which is not calibrated to the budget: the "
+                f"accountant certifies epsilon={report.epsilon:.4g} for epsilon={self.epsilon:g} "
+                "requested. Use it only to reproduce the paper.",
+                UserWarning,
+            )
+        else:
+            try:
+                report = plan.calibrate(self.epsilon, self.delta)
+            except PrivacyBudgetError as exc:
+                raise ValueError(
+                    f"epsilon={self.epsilon} cannot buy one anchor of this plan ({exc}). Raise "
+                    "epsilon, lower max_epochs or raise the batch sizes."
+                ) from exc
+            self._check_anchor_noise(algorithm, report, n_anchor_batch)
+        calibration_time = time.perf_counter() - start
+
+        noise = None if self.epsilon is None else {k: v.multiplier for k, v in report.noise.items()}
+        config = DROConfig(
+            algorithm=algorithm, divergence=self._divergence, formulation=self.formulation,
+            lam=self.lam, rho=self.rho, lam_min=self.lam_min, loss_bound=self.loss_bound,
+            n_steps=steps, epoch_size=self.epoch_size, anchor_rate=q_anchor, diff_rate=q_diff,
+            max_grad_norm=self.max_grad_norm, dual_grad_norm=self.dual_grad_norm,
+            diff_clip=self.diff_clip, learning_rate=self.learning_rate,
+            dual_learning_rate=self.dual_learning_rate, momentum=self.momentum,
+            storm_beta=self.storm_beta, step_norm_cap=self.step_norm_cap, noise=noise,
+            iterate=self.iterate, verbose=self.verbose,
+        )
+        generator, seed, device = self._make_generator()
+        X_t = self._to_tensor(X, device)
+        target_t = targets(report, generator, device).to(device=device, dtype=X_t.dtype)
+        backend = self._make_backend(X_t, n_outputs, seed)
+        self._warm_start(backend, n_outputs)
+        lam_init = self.lam if self.formulation == "penalized" else max(self.lam_init, self.lam_min)
+        start = time.perf_counter()
+        with self._training_threads(device):
+            if algorithm == "double_spider":
+                eta, history = train_double_spider(backend, self._loss, target_t, config, generator)
+                lam = self.lam
+            elif algorithm == "recursive_spider":
+                lam, history = train_recursive_spider(
+                    backend, self._loss, target_t, config, generator, lam_init)
+                eta = None
+            else:
+                eta, lam, history = train_dual_sgd(
+                    backend, self._loss, target_t, config, generator, lam_init)
+        self._store_backend(backend)
+        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
+        self.algorithm_ = algorithm
+        self.eta_ = eta
+        self.lam_ = float(lam)
+        self.n_iter_ = steps
+        self.sampling_rate_ = q_diff
+        self.anchor_sampling_rate_ = q_anchor if algorithm != "dp_sgd" else None
+        self.batch_size_ = n_diff_batch
+        self.anchor_batch_size_ = n_anchor_batch if algorithm != "dp_sgd" else None
+        self.history_ = history
+        self.noise_multipliers_ = noise
+        self._store_privacy_report(report)
+        return self
+
+    def _check_anchor_noise(self, algorithm, report, n_anchor_batch):
+        name = {"double_spider": "x_anchor", "recursive_spider": "v_anchor"}.get(algorithm)
+        if name is None:
+            return
+        multiplier = report.multiplier(name)
+        if multiplier > n_anchor_batch:
+            warnings.warn(
+                f"epsilon={self.epsilon} buys only weak anchors: the calibrated noise "
+                f"(multiplier {multiplier:.3g}) exceeds the anchor batch ({n_anchor_batch} "
+                "records), so each anchor's noise is larger than any clipped gradient mean. "
+                "Raise epsilon, anchor_batch_size or epoch_size, or lower max_epochs.",
+                UserWarning,
+            )
+
+    def _warm_start(self, backend, n_outputs):
+        """Initialise a linear model from a *public* warm start."""
+        if self.init_model is None:
+            return
+        if not getattr(self, "_is_linear", False):
+            raise ValueError("init_model is only supported for linear models.")
+        coef = np.atleast_2d(np.asarray(getattr(self.init_model, "coef_", None), dtype=float))
+        intercept = np.atleast_1d(np.asarray(getattr(self.init_model, "intercept_", 0.0),
+                                             dtype=float))
+        if coef.shape[-1] != backend.weights.shape[1] - 1:
+            raise ValueError(
+                f"init_model has coef_ of shape {coef.shape}; expected {backend.weights.shape[1] - 1}"
+                " features. Pass a model fitted on public data with the same features."
+            )
+        weights = np.zeros(tuple(backend.weights.shape))
+        if coef.shape[0] == 1 and n_outputs == 2:
+            weights[1, :-1], weights[1, -1] = coef[0], intercept[0]
+        elif coef.shape[0] == n_outputs:
+            weights[:, :-1], weights[:, -1] = coef, intercept
+        else:
+            raise ValueError(f"init_model has {coef.shape[0]} output rows; expected {n_outputs}.")
+        with torch.no_grad():
+            backend.weights.copy_(torch.as_tensor(weights, dtype=backend.weights.dtype))
+
+    # -------------------------------------------------------- introspection
+    def _sample_losses(self, X, y):
+        raise NotImplementedError
+
+    def _dual_solution(self, losses):
+        """``(eta*, Psi)`` of the penalised dual on ``losses`` (capped)."""
+        div = self._divergence
+        lam = self.lam_
+        lt = torch.as_tensor(np.minimum(losses, self.loss_bound), dtype=torch.float64)
+        if self.divergence == "kl" or self.formulation == "constrained":
+            m = float(lt.max())
+            eta = m + lam * math.log(float(torch.exp((lt - m) / lam).mean()))
+        else:
+            def excess(eta):
+                return float(div.weight((lt - eta) / lam).mean()) - 1.0
+            lo, hi = float(lt.min()), float(lt.max())
+            eta = lo if excess(lo) <= 0 or hi == lo else brentq(excess, lo, hi, xtol=1e-12)
+        value = lam * float(div.conjugate((lt - eta) / lam).mean()) + eta
+        if self.formulation == "constrained":
+            value += lam * self.rho
+        return eta, value, lt
+
+    def worst_case_weights(self, X, y):
+        """Worst-case weights of the records of ``(X, y)`` under the fitted model.
+
+        ``p_i = (psi*)'((l_i - eta*) / lam) / n``, with ``eta*`` the optimal
+        dual variable on these records (so the weights sum to 1) and losses
+        capped at ``loss_bound`` as in training; for KL, ``p = softmax(l /
+        lam)``. Records the model finds hard get large weights.
+
+        Computed exactly on the data passed in, without noise: do not publish
+        it for training records if their privacy matters.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        weights : ndarray of shape (n_samples,)
+        """
+        losses = self._sample_losses(X, y)
+        eta, _, lt = self._dual_solution(losses)
+        w = self._divergence.weight((lt - eta) / self.lam_).numpy()
+        return w / w.sum()
+
+    def dro_objective(self, X, y):
+        """Robust objective ``Psi`` of the fitted model on ``(X, y)``.
+
+        Penalised: ``min_eta lam mean psi*((l_i - eta)/lam) + eta`` (equal to
+        ``max_p sum p_i l_i - lam D_psi(p, 1/n)``); constrained KL:
+        ``lam_ log mean exp(l_i / lam_) + lam_ rho``. Losses are capped at
+        ``loss_bound`` as in training.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        value : float
+        """
+        return float(self._dual_solution(self._sample_losses(X, y))[1])
+
+    @property
+    def _divergence(self):
+        return make_divergence(self.divergence, alpha=self.alpha, k=self.k)
+
+
+_DOC_PARAMS = """
+    divergence : {"chi2", "kl", "kl_cvar", "cressie_read"}, default="chi2"
+        psi-divergence of the uncertainty set. ``"chi2"`` is
+        ``psi(t) = (t - 1)^2`` (conjugate ``-1 + (s + 2)_+^2 / 4``);
+        ``"kl"`` is ``t log t - t + 1``; ``"kl_cvar"`` is KL restricted to
+        weight ratios ``<= 1/alpha``; ``"cressie_read"`` has exponent ``k``.
+    alpha : float in (0, 1), default=0.2
+        Largest weight ratio ``1/alpha`` of ``"kl_cvar"``.
+    k : float > 1, default=2.0
+        Exponent of ``"cressie_read"``.
+    formulation : {"penalized", "constrained"}, default="penalized"
+        ``"penalized"``: ``max_p E_p[loss] - lam D_psi(p, uniform)``;
+        ``"constrained"`` (KL only): a KL ball of radius ``rho``, with the
+        temperature ``lam_`` learned (``>= lam_min``).
+    lam : float > 0, default=1.0
+        Penalty weight: smaller values let the weights move further from
+        uniform (more robust, less average accuracy).
+    rho : float >= 0, default=0.5
+        KL radius of ``formulation="constrained"``.
+    lam_min : float > 0, default=0.05
+        Lower bound on the learned KL temperature (constrained).
+    lam_init : float > 0, default=1.0
+        Initial temperature (constrained).
+    algorithm : {"auto", "double_spider", "recursive_spider", "dp_sgd"}, default="auto"
+        ``"auto"``: recursive SPIDER for KL, double SPIDER otherwise;
+        ``"dp_sgd"``: DP-SGD on the same dual objective (the baseline).
+    epsilon : float or None, default=1.0
+        Privacy budget; ``None`` trains without noise (reference).
+    delta : float, default=1e-5
+    max_grad_norm : float, default=1.0
+        Per-sample clipping bound of the model gradients (anchors; the
+        differences track the clipped gradients).
+    dual_grad_norm : float, default=1.0
+        Per-sample clipping bound of the dual statistics (eta or lam).
+    diff_clip : float, default=4.0
+        Per-sample bound of a difference is ``min(2 C, diff_clip * |step|)``,
+        where ``|step|`` is the length of the last (released) move.
+    batch_size : int or "auto", default="auto"
+        Expected Poisson batch of the difference (and DP-SGD) steps.
+    anchor_batch_size : int, "auto" or "full", default="auto"
+        Expected Poisson batch of the anchors: "auto" is 4 times
+        ``batch_size`` (at most half the data); "full" uses every record.
+    epoch_size : int, default=8
+        An anchor every ``epoch_size`` steps (q of the paper).
+    max_epochs : float, default=10
+        Passes over the data (records read by anchors and differences).
+    max_steps : int or None, default=None
+        Step count; overrides ``max_epochs``.
+    learning_rate : float, default=0.5
+        Step size of the model (capped so a step moves at most
+        ``step_norm_cap``); with ``"dp_sgd"``, the SGD learning rate.
+    dual_learning_rate : float, default=0.5
+        Step size of eta (or lam).
+    momentum : float, default=0.9
+        Momentum of ``algorithm="dp_sgd"``.
+    step_norm_cap : float, default=1.0
+        Longest model step of the SPIDER algorithms (normalised steps).
+    storm_beta : float in [0, 1], default=0.0
+        STORM weight of the recursive SPIDER's estimate of ``mean exp``
+        (0: a SPIDER difference, 1: a fresh minibatch mean every step).
+    loss_bound : float, default=3.0
+        Public cap B of the loss where it enters a weight; exponentials are
+        taken as ``exp((min(loss, B) - B) / lam)`` or with ``eta`` in
+        ``[0, B]``, so they cannot overflow.
+    anchor_noise_ratio : float, default=1.0
+        Noise multiplier of the anchors relative to the differences.
+    noise : {"calibrated", "paper"}, default="calibrated"
+        ``"paper"`` uses the paper's closed-form noise with constant
+        ``paper_constant`` and reports what the accountant certifies for it
+        (with a warning): for reproduction only.
+    paper_constant : float, default=1.0
+    iterate : {"last", "average"}, default="last"
+        Return the last iterate or the average of the second half.
+    init_model : object or None, default=None
+        A model fitted on *public* data (with ``coef_`` and ``intercept_``)
+        to start from; never a model trained on the training data.
+    accountant : {"pld", "rdp"}, default="pld"
+    neighboring : {"add_remove", "replace"}, default="add_remove"
+    hidden_layer_sizes : tuple of int, default=()
+    module : callable or None, default=None
+        ``module(n_features, n_outputs) -> torch.nn.Module``.
+    sensitive_columns, sensitive_groups : default=None
+        Accepted for pipeline compatibility; DRO uses no group labels.
+    random_state : int, RandomState instance or None, default=None
+    secure_rng : bool, default=False
+    device : str, default="cpu"
+    verbose : int, default=0
+"""
+
+
+class DPDROClassifier(_DROMixin, BaseDPClassifier):
+    __doc__ = """Differentially private distributionally robust classifier.
+
+    Minimises the worst-case expected cross-entropy over reweightings of the
+    training records within a psi-divergence of uniform, so that rare and
+    hard subpopulations -- which need no labels -- are not sacrificed to the
+    average:
+
+        min_x max_p sum_i p_i l_i(x) - lam D_psi(p, uniform),
+
+    solved through its dual ``min_{x, eta} lam mean psi*((l_i - eta)/lam) + eta``
+    by DP Double-SPIDER, or for KL through the compositional form by DP
+    Recursive-SPIDER (Xu et al., "Differentially private non-convex
+    distributionally robust optimization", with the corrections of the
+    skdp spec). Anchors (large Poisson batches every ``epoch_size`` steps)
+    and per-sample-clipped gradient differences (small batches) are separate
+    events of one composed ``DpEvent``, calibrated together by the release
+    plan. See :ref:`robust`.
+
+    Parameters
+    ----------""" + _DOC_PARAMS + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    coef_, intercept_ : ndarray
+        Linear model (None for modules; then ``module_state_``).
+    eta_ : float or None
+        Dual variable (penalised dual).
+    lam_ : float
+        Penalty or learned KL temperature.
+    algorithm_ : str
+    epsilon_, delta_, dp_event_, privacy_report_, accountant_
+        The accountant's guarantee for the composed event.
+    noise_multipliers_ : dict or None
+        Noise multiplier of every release.
+    n_iter_ : int
+    history_ : dict of str to ndarray
+        Released quantities per step only (noisy estimates, iterates).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from skdp import DPDROClassifier
+    >>> X, y = make_classification(n_samples=2000, random_state=0)
+    >>> clf = DPDROClassifier(epsilon=1.0, random_state=0).fit(X, y)
+    >>> clf.epsilon_ <= 1.0
+    True
+    >>> float(clf.worst_case_weights(X[:5], y[:5]).sum().round(6))
+    1.0
+    """
+
+    _parameter_constraints = {**BaseDPClassifier._parameter_constraints, **_DRO_CONSTRAINTS}
+    _loss = CrossEntropyLoss()
+
+    def __init__(
+        self,
+        *,
+        divergence="chi2",
+        alpha=0.2,
+        k=2.0,
+        formulation="penalized",
+        lam=1.0,
+        rho=0.5,
+        lam_min=0.05,
+        lam_init=1.0,
+        algorithm="auto",
+        epsilon=1.0,
+        delta=1e-5,
+        max_grad_norm=1.0,
+        dual_grad_norm=1.0,
+        diff_clip=4.0,
+        batch_size="auto",
+        anchor_batch_size="auto",
+        epoch_size=8,
+        max_epochs=10,
+        max_steps=None,
+        learning_rate=0.5,
+        dual_learning_rate=0.5,
+        momentum=0.9,
+        step_norm_cap=1.0,
+        storm_beta=0.0,
+        loss_bound=3.0,
+        anchor_noise_ratio=1.0,
+        noise="calibrated",
+        paper_constant=1.0,
+        iterate="last",
+        init_model=None,
+        accountant="pld",
+        neighboring="add_remove",
+        hidden_layer_sizes=(),
+        module=None,
+        sensitive_columns=None,
+        sensitive_groups=None,
+        random_state=None,
+        secure_rng=False,
+        device="cpu",
+        verbose=0,
+    ):
+        self.divergence = divergence
+        self.alpha = alpha
+        self.k = k
+        self.formulation = formulation
+        self.lam = lam
+        self.rho = rho
+        self.lam_min = lam_min
+        self.lam_init = lam_init
+        self.algorithm = algorithm
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_grad_norm = max_grad_norm
+        self.dual_grad_norm = dual_grad_norm
+        self.diff_clip = diff_clip
+        self.batch_size = batch_size
+        self.anchor_batch_size = anchor_batch_size
+        self.epoch_size = epoch_size
+        self.max_epochs = max_epochs
+        self.max_steps = max_steps
+        self.learning_rate = learning_rate
+        self.dual_learning_rate = dual_learning_rate
+        self.momentum = momentum
+        self.step_norm_cap = step_norm_cap
+        self.storm_beta = storm_beta
+        self.loss_bound = loss_bound
+        self.anchor_noise_ratio = anchor_noise_ratio
+        self.noise = noise
+        self.paper_constant = paper_constant
+        self.iterate = iterate
+        self.init_model = init_model
+        self.accountant = accountant
+        self.neighboring = neighboring
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.module = module
+        self.sensitive_columns = sensitive_columns
+        self.sensitive_groups = sensitive_groups
+        self.random_state = random_state
+        self.secure_rng = secure_rng
+        self.device = device
+        self.verbose = verbose
+
+    def fit(self, X, y, *, sensitive_features=None):
+        """Train under the (epsilon, delta) budget.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sensitive_features : array-like, default=None
+            Accepted for pipeline compatibility and stored as ``groups_``;
+            DRO does not use group labels.
+
+        Returns
+        -------
+        self : DPDROClassifier
+        """
+        self._validate_params()
+        X, y_codes, _ = self._validate_training_data(X, y, sensitive_features)
+        n_classes = len(self.classes_)
+
+        def targets(report, generator, device):
+            return torch.nn.functional.one_hot(torch.as_tensor(y_codes, device=device), n_classes)
+
+        return self._fit_dro(X, targets, n_classes)
+
+    def _sample_losses(self, X, y):
+        proba = self.predict_proba(X)
+        y = np.asarray(y)
+        index = np.searchsorted(self.classes_, y)
+        index = np.clip(index, 0, len(self.classes_) - 1)
+        if not np.all(self.classes_[index] == y):
+            raise ValueError("y holds labels the classifier was not fitted on.")
+        return -np.log(np.clip(proba[np.arange(len(y)), index], 1e-300, None))
+
+
+class DPDRORegressor(_DROMixin, BaseDPRegressor):
+    __doc__ = """Differentially private distributionally robust linear (or MLP) regressor.
+
+    The regression counterpart of :class:`DPDROClassifier`, with the half
+    squared error ``(f(x) - y)^2 / 2`` on targets scaled as by
+    :class:`~skdp.DPSGDRegressor` (public ``y_bounds`` or a private
+    power-of-two scale bought with a small share of the budget), so
+    ``loss_bound`` is in squared scaled units. The worst-case weights move
+    mass to the records with the largest errors -- typically a rare
+    subpopulation that the average fit ignores.
+
+    Parameters
+    ----------""" + _DOC_PARAMS.replace(
+        "    sensitive_columns, sensitive_groups : default=None\n"
+        "        Accepted for pipeline compatibility; DRO uses no group labels.\n",
+        "    y_bounds : (float, float) or None, default=None\n"
+        "        Public bounds of the target; None buys a private target scale.\n") + """
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    y_offset_, y_scale_ : float
+        Target scaling used in training.
+    eta_, lam_, algorithm_, n_iter_, history_, noise_multipliers_
+        As in :class:`DPDROClassifier`.
+    epsilon_, delta_, dp_event_, privacy_report_, accountant_
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from skdp import DPDRORegressor
+    >>> X, y = make_regression(n_samples=2000, n_features=5, noise=1.0, random_state=0)
+    >>> reg = DPDRORegressor(epsilon=1.0, random_state=0).fit(X, y)
+    >>> reg.epsilon_ <= 1.0
+    True
+    """
+
+    _parameter_constraints = {**BaseDPRegressor._parameter_constraints, **_DRO_CONSTRAINTS}
+    _loss = SquaredLoss()
+
+    def __init__(
+        self,
+        *,
+        divergence="chi2",
+        alpha=0.2,
+        k=2.0,
+        formulation="penalized",
+        lam=1.0,
+        rho=0.5,
+        lam_min=0.05,
+        lam_init=1.0,
+        algorithm="auto",
+        epsilon=1.0,
+        delta=1e-5,
+        max_grad_norm=1.0,
+        dual_grad_norm=1.0,
+        diff_clip=4.0,
+        batch_size="auto",
+        anchor_batch_size="auto",
+        epoch_size=8,
+        max_epochs=10,
+        max_steps=None,
+        learning_rate=0.5,
+        dual_learning_rate=0.5,
+        momentum=0.9,
+        step_norm_cap=1.0,
+        storm_beta=0.0,
+        loss_bound=3.0,
+        anchor_noise_ratio=1.0,
+        noise="calibrated",
+        paper_constant=1.0,
+        iterate="last",
+        init_model=None,
+        accountant="pld",
+        neighboring="add_remove",
+        hidden_layer_sizes=(),
+        module=None,
+        y_bounds=None,
+        random_state=None,
+        secure_rng=False,
+        device="cpu",
+        verbose=0,
+    ):
+        self.divergence = divergence
+        self.alpha = alpha
+        self.k = k
+        self.formulation = formulation
+        self.lam = lam
+        self.rho = rho
+        self.lam_min = lam_min
+        self.lam_init = lam_init
+        self.algorithm = algorithm
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_grad_norm = max_grad_norm
+        self.dual_grad_norm = dual_grad_norm
+        self.diff_clip = diff_clip
+        self.batch_size = batch_size
+        self.anchor_batch_size = anchor_batch_size
+        self.epoch_size = epoch_size
+        self.max_epochs = max_epochs
+        self.max_steps = max_steps
+        self.learning_rate = learning_rate
+        self.dual_learning_rate = dual_learning_rate
+        self.momentum = momentum
+        self.step_norm_cap = step_norm_cap
+        self.storm_beta = storm_beta
+        self.loss_bound = loss_bound
+        self.anchor_noise_ratio = anchor_noise_ratio
+        self.noise = noise
+        self.paper_constant = paper_constant
+        self.iterate = iterate
+        self.init_model = init_model
+        self.accountant = accountant
+        self.neighboring = neighboring
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.module = module
+        self.y_bounds = y_bounds
+        self.random_state = random_state
+        self.secure_rng = secure_rng
+        self.device = device
+        self.verbose = verbose
+
+    def fit(self, X, y):
+        """Train under the (epsilon, delta) budget.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Finite real targets.
+
+        Returns
+        -------
+        self : DPDRORegressor
+        """
+        self._validate_params()
+        X, y = self._validate_regression_data(X, y)
+
+        def targets(report, generator, device):
+            scaled = self._scale_targets(y, report, generator, device)
+            return torch.as_tensor(scaled, dtype=torch.float32, device=device)[:, None]
+
+        return self._fit_dro(X, targets, 1)
+
+    def _initial_releases(self):
+        release = self._target_release()
+        return () if release is None else (release,)
+
+    def _sample_losses(self, X, y):
+        y = np.asarray(y, dtype=np.float64)
+        residual = (self.predict(X) - y) / self.y_scale_
+        return 0.5 * residual**2

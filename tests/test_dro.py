@@ -1,0 +1,282 @@
+"""Tests of the DP distributionally robust estimators (skdp.robust)."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import make_classification
+from sklearn.metrics import roc_auc_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdp import DPDROClassifier, DPDRORegressor
+from skdp.datasets import make_imbalanced_digits, make_rare_subpopulation
+from skdp.metrics import (
+    get_worst_group_scorer,
+    worst_class_recall,
+    worst_group_mean_squared_error,
+)
+from skdp.privacy import compute_epsilon
+from skdp.privacy._clipping import clipped_linear_diff_sum, clipped_module_diff_sum
+from skdp.robust import make_divergence
+from skdp.robust._losses import CrossEntropyLoss, WeightedHead
+
+
+# ------------------------------------------------------------ conjugates
+def _numerical_conjugate(div, s):
+    a = np.concatenate([np.linspace(0, 12, 240001), np.linspace(12, 400, 20001)])
+    psi = div.psi(torch.as_tensor(a)).numpy()
+    return np.max(s * a - psi)
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("chi2", {}), ("kl", {}), ("kl_cvar", {"alpha": 0.2}),
+    ("cressie_read", {"k": 1.5}), ("cressie_read", {"k": 3.0}),
+])
+def test_conjugates_match_numerical_supremum(name, kwargs):
+    div = make_divergence(name, **kwargs)
+    for s in np.linspace(-3, 2.5, 23):
+        closed = float(div.conjugate(torch.tensor(s, dtype=torch.float64)))
+        assert closed == pytest.approx(_numerical_conjugate(div, s), abs=2e-4)
+        # the derivative is the maximiser, i.e. the worst-case weight ratio
+        h = 1e-6
+        numeric = (float(div.conjugate(torch.tensor(s + h, dtype=torch.float64)))
+                   - float(div.conjugate(torch.tensor(s - h, dtype=torch.float64)))) / (2 * h)
+        assert float(div.weight(torch.tensor(s, dtype=torch.float64))) == pytest.approx(
+            numeric, rel=1e-4, abs=1e-3)
+
+
+def test_corrected_rows_differ_from_the_printed_table():
+    # printed KL-CVaR row: min(e^s, (1 + s + log a)/a) - 1 gives -4.05 at 0
+    cvar = make_divergence("kl_cvar", alpha=0.2)
+    assert float(cvar.conjugate(torch.tensor(0.0, dtype=torch.float64))) == pytest.approx(0.0)
+    printed = min(1.0, (1 + math.log(0.2)) / 0.2) - 1
+    assert printed == pytest.approx(-4.05, abs=0.01)
+    # chi-square needs the positive part below s = -2
+    chi2 = make_divergence("chi2")
+    assert float(chi2.conjugate(torch.tensor(-5.0, dtype=torch.float64))) == -1.0
+
+
+@pytest.mark.parametrize("bad", [dict(divergence="kl_cvar", alpha=1.5),
+                                 dict(divergence="cressie_read", k=1.0),
+                                 dict(lam=0.0), dict(lam=-1.0)])
+def test_bad_divergence_parameters_raise(bad):
+    X, y = make_classification(n_samples=100, random_state=0)
+    with pytest.raises(ValueError):
+        DPDROClassifier(**bad).fit(X, y)
+
+
+# ---------------------------------------------------- per-sample gradients
+def test_closed_form_per_sample_gradients_match_autograd():
+    torch.manual_seed(0)
+    X = torch.randn(7, 4, dtype=torch.float64)
+    rows = torch.cat([X, torch.ones(7, 1, dtype=torch.float64)], 1)
+    onehot = torch.nn.functional.one_hot(torch.randint(0, 3, (7,)), 3).double()
+    W = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    W_old = torch.randn(3, 5, dtype=torch.float64)
+    weights, weights_old = torch.rand(7, dtype=torch.float64) * 3, torch.rand(7, dtype=torch.float64)
+    head = WeightedHead(CrossEntropyLoss())
+
+    def per_sample(Wm, w):
+        grads = []
+        for i in range(7):
+            Wi = Wm.detach().clone().requires_grad_(True)
+            loss = w[i] * CrossEntropyLoss.loss((rows[i:i + 1] @ Wi.T), onehot[i:i + 1]).sum()
+            grads.append(torch.autograd.grad(loss, Wi)[0])
+        return torch.stack(grads)
+
+    g_new, g_old = per_sample(W, weights), per_sample(W_old, weights_old)
+
+    def clip(g, c):
+        n = g.flatten(1).norm(dim=1).clamp_min(1e-12)
+        return g * (c / n).clamp(max=1.0).view(-1, 1, 1)
+
+    expected = clip(clip(g_new, 0.7) - clip(g_old, 0.7), 0.3).sum(0)
+    out = head.output_grad((W @ rows.T).detach(), onehot.T, weights[None])
+    out_old = head.output_grad(W_old @ rows.T, onehot.T, weights_old[None])
+    total, _ = clipped_linear_diff_sum(rows, out, out_old, 0.3, inner_norm=0.7)
+    torch.testing.assert_close(total, expected)
+
+    module = torch.nn.Linear(5, 3, bias=False).double()
+    with torch.no_grad():
+        module.weight.copy_(W)
+    sums, _ = clipped_module_diff_sum(
+        module, head.loss, rows, (onehot, weights[:, None]), {"weight": W_old},
+        (onehot, weights_old[:, None]), max_norm=0.3, inner_norm=0.7)
+    torch.testing.assert_close(sums["weight"], expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.floats(0.01, 5.0), st.integers(2, 20))
+def test_clipped_differences_bound_each_record(seed, bound, n):
+    """Removing any one record moves the difference sum by at most the bound."""
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.randn(n, 4, generator=g, dtype=torch.float64) * 10
+    new = torch.randn(2, n, generator=g, dtype=torch.float64) * 10
+    old = torch.randn(2, n, generator=g, dtype=torch.float64) * 10
+    full, _ = clipped_linear_diff_sum(rows, new, old, bound)
+    for i in range(n):
+        keep = torch.arange(n) != i
+        part, _ = clipped_linear_diff_sum(rows[keep], new[:, keep], old[:, keep], bound)
+        assert float((full - part).norm()) <= bound * (1 + 1e-9)
+
+
+# ---------------------------------------------------------- dual and SPIDER
+def _data(n=600, seed=0):
+    return make_classification(n_samples=n, n_features=6, flip_y=0.05, random_state=seed)
+
+
+def test_kl_penalized_eta_closed_form():
+    X, y = _data()
+    clf = DPDROClassifier(divergence="kl", algorithm="double_spider", epsilon=None, lam=0.5,
+                          max_epochs=5, random_state=0).fit(X, y)
+    losses = np.minimum(clf._sample_losses(X, y), clf.loss_bound)
+    eta, value, _ = clf._dual_solution(losses)
+    assert eta == pytest.approx(0.5 * np.log(np.mean(np.exp(losses / 0.5))), rel=1e-10)
+    # the closed form minimises the dual over eta
+    div = make_divergence("kl")
+    for other in (eta - 0.1, eta + 0.1):
+        dual = 0.5 * div.conjugate(torch.as_tensor((losses - other) / 0.5)).mean().item() + other
+        assert dual > value
+    w = clf.worst_case_weights(X, y)
+    np.testing.assert_allclose(w, np.exp(losses / 0.5) / np.exp(losses / 0.5).sum(), rtol=1e-8)
+
+
+@pytest.mark.parametrize("algorithm,divergence", [("double_spider", "chi2"),
+                                                  ("recursive_spider", "kl")])
+def test_noiseless_spider_decreases_the_dro_objective(algorithm, divergence):
+    X, y = _data()
+    kwargs = dict(divergence=divergence, algorithm=algorithm, epsilon=None, lam=1.0,
+                  learning_rate=0.2, random_state=0)
+    start = DPDROClassifier(max_steps=1, **kwargs).fit(X, y).dro_objective(X, y)
+    end = DPDROClassifier(max_epochs=10, **kwargs).fit(X, y).dro_objective(X, y)
+    assert end < start - 0.05
+
+
+def test_noiseless_double_spider_matches_plain_minibatch_spider():
+    """Without noise and with inner clipping inactive, the trainer is SPIDER."""
+    X, y = _data(200)
+    clf = DPDROClassifier(divergence="chi2", algorithm="double_spider", epsilon=None,
+                          max_steps=6, epoch_size=3, anchor_batch_size="full",
+                          batch_size=200, max_grad_norm=1e6, dual_grad_norm=1e6,
+                          diff_clip=1e6, learning_rate=0.1, step_norm_cap=1e6,
+                          dual_learning_rate=0.3, random_state=0).fit(X, y)
+    # plain full-batch SPIDER (every batch is the whole data at rate 1)
+    div, lam, B = make_divergence("chi2"), 1.0, clf.loss_bound
+    Xa = torch.as_tensor(np.c_[X, np.ones(len(X))], dtype=torch.float64)
+    onehot = torch.nn.functional.one_hot(torch.as_tensor(y), 2).double()
+    W = torch.zeros(2, Xa.shape[1], dtype=torch.float64)
+    eta = 0.0
+
+    def grads(W, eta_w):
+        logits = Xa @ W.T
+        loss = (torch.logsumexp(logits, 1) - (onehot * logits).sum(1)).clamp(0, B)
+        w = div.weight((loss - eta_w) / lam)
+        gx = ((torch.softmax(logits, 1) - onehot) * w[:, None]).T @ Xa / len(X)
+        return gx, float((1 - w).mean())
+
+    W_prev, eta_prev = W.clone(), eta
+    for t in range(6):
+        if t % 3 == 0:
+            g = grads(W, eta)[1]
+        else:
+            g += grads(W, eta)[1] - grads(W_prev, eta_prev)[1]
+        eta_new = min(max(eta - 0.3 * g, 0.0), B)
+        if t % 3 == 0:
+            v = grads(W, eta_new)[0]
+        else:
+            v = v + grads(W, eta_new)[0] - grads(W_prev, eta)[0]
+        W_prev, eta_prev = W.clone(), eta
+        W = W - 0.1 * v
+        eta = eta_new
+    assert clf.eta_ == pytest.approx(eta, rel=1e-4, abs=1e-6)
+    coef = (W[1, :-1] - W[0, :-1]).numpy()
+    np.testing.assert_allclose(clf.coef_[0], coef, rtol=1e-3, atol=1e-5)
+
+
+# ------------------------------------------------------------------ privacy
+@pytest.mark.parametrize("kwargs", [dict(), dict(divergence="kl"),
+                                    dict(divergence="kl", formulation="constrained"),
+                                    dict(algorithm="dp_sgd")])
+def test_epsilon_recomputed_from_dp_event(kwargs):
+    X, y = _data(800)
+    clf = DPDROClassifier(epsilon=2.0, max_epochs=3, random_state=0, **kwargs).fit(X, y)
+    assert clf.epsilon_ <= 2.0
+    assert compute_epsilon(clf.dp_event_, clf.delta_, "pld") == pytest.approx(clf.epsilon_)
+    if kwargs.get("algorithm") != "dp_sgd":
+        # anchors and differences are two events at different rates
+        events = clf.dp_event_.events
+        assert [e.count for e in events] == list(clf.privacy_report_.steps)
+        assert clf.privacy_report_.sampling_rates[0] > clf.privacy_report_.sampling_rates[1]
+
+
+def test_paper_noise_warns_and_reports_the_accountant():
+    X, y = _data(800)
+    with pytest.warns(UserWarning, match="not calibrated"):
+        clf = DPDROClassifier(epsilon=1.0, noise="paper", max_epochs=2, random_state=0).fit(X, y)
+    assert clf.epsilon_ == pytest.approx(compute_epsilon(clf.dp_event_, clf.delta_, "pld"))
+
+
+def test_membership_inference_bound():
+    """A loss-threshold attack on the DP fit stays below e^eps/(1+e^eps);
+    the same attack on the non-private fit (overfitting, many features)
+    beats it, so the test can fail."""
+    rng = np.random.RandomState(0)
+    n, d, eps = 400, 400, 0.5
+    X = rng.normal(size=(2 * n, d))
+    y = rng.randint(2, size=2 * n)           # labels are noise: only memorisation helps
+    members = np.arange(n)
+    bound = math.exp(eps) / (1 + math.exp(eps))
+    margin = 3 * math.sqrt(2 / n / 12)   # 3 standard errors of a Mann-Whitney AUC
+
+    def attack_auc(clf):
+        losses = clf._sample_losses(X, y)
+        is_member = np.r_[np.ones(n), np.zeros(n)]
+        return roc_auc_score(is_member, -losses)
+
+    kwargs = dict(batch_size=100, max_epochs=60, learning_rate=1.0,
+                  step_norm_cap=10.0, random_state=0)
+    private = DPDROClassifier(epsilon=eps, **kwargs).fit(X[members], y[members])
+    public = DPDROClassifier(epsilon=None, max_grad_norm=np.inf, **kwargs).fit(
+        X[members], y[members])
+    assert attack_auc(private) < bound + margin
+    assert attack_auc(public) > bound + margin
+
+
+# --------------------------------------------------------------- estimator
+def test_errors_are_clear():
+    X, y = _data(300)
+    with pytest.raises(ValueError, match="overflows"):
+        DPDROClassifier(divergence="kl", lam=1e-3, loss_bound=3.0).fit(X, y)
+    with pytest.raises(ValueError, match="cannot buy"):
+        DPDROClassifier(epsilon=1e-4, delta=1e-9).fit(X, y)
+    with pytest.raises(ValueError, match="needs divergence='kl'"):
+        DPDROClassifier(formulation="constrained").fit(X, y)
+    with pytest.raises(ValueError, match="finite"):
+        DPDRORegressor().fit(X, np.r_[np.nan, y[1:]].astype(float))
+
+
+def test_regressor_and_worst_group_metrics():
+    X, y, groups = make_rare_subpopulation(4000, task="regression", random_state=0)
+    reg = DPDRORegressor(epsilon=2.0, random_state=0, y_bounds=(-8, 8)).fit(X, y)
+    mse = worst_group_mean_squared_error(y, reg.predict(X), sensitive_features=groups)
+    assert np.isfinite(mse) and reg.epsilon_ <= 2.0
+    assert reg.worst_case_weights(X, y).sum() == pytest.approx(1.0)
+    scorer = get_worst_group_scorer("worst_group_mean_squared_error")
+    assert scorer(reg, X, y, sensitive_features=groups) == pytest.approx(-mse)
+    data = make_imbalanced_digits(random_state=0)
+    clf = DPDROClassifier(epsilon=None, max_epochs=5, random_state=0).fit(data.X_train,
+                                                                          data.y_train)
+    recall = worst_class_recall(data.y_test, clf.predict(data.X_test))
+    assert 0 <= recall <= 1
+    assert get_worst_group_scorer("worst_class_recall")(clf, data.X_test, data.y_test) == recall
+
+
+@parametrize_with_checks([DPDROClassifier(), DPDRORegressor()])
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        check(estimator)
