@@ -520,7 +520,8 @@ def _check_bounds(bounds, numeric_features):
     return np.array(lower), np.array(upper)
 
 
-def make_preprocessor(bunch, *, bounds="data", categories="data"):
+def make_preprocessor(bunch, *, bounds="data", categories="data", epsilon=None, delta=1e-6,
+                      random_state=None):
     """Return the standard, unfitted preprocessing for a loaded dataset.
 
     A :class:`~sklearn.compose.ColumnTransformer` that scales the bunch's
@@ -560,6 +561,26 @@ def make_preprocessor(bunch, *, bounds="data", categories="data"):
         categories listed in the dataset's public documentation. Values not in
         the list (and missing values) are then encoded as all zeros.
 
+    epsilon : float or None, default=None
+        None: the scikit-learn steps above. A float: private steps from
+        :mod:`skdp.preprocessing` whose privacy adds up to this budget
+        (:func:`skdp.privacy.spent` composes them with the model's). The
+        numeric features go through a
+        :class:`~skdp.preprocessing.DPStandardScaler` clipped to the public
+        ``bounds`` (a dict is then required: ranges read from the data would
+        not be private). The categorical features go through a
+        :class:`~skdp.preprocessing.DPOneHotEncoder`: with
+        ``categories="schema"`` it uses the public categories and spends
+        nothing, so the scaler gets all of ``epsilon``; with
+        ``categories="data"`` it keeps the documented categories that are
+        frequent enough in the data, chosen privately with ``epsilon / 2``
+        (the scaler gets the other half).
+    delta : float, default=1e-6
+        Delta of each private step (``epsilon`` given only).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the private steps' noise (``epsilon`` given only); None draws
+        it from the operating system's CSPRNG.
+
     Returns
     -------
     preprocessor : sklearn.compose.ColumnTransformer
@@ -580,6 +601,14 @@ def make_preprocessor(bunch, *, bounds="data", categories="data"):
     >>> pre = make_preprocessor(adult, bounds=bounds, categories="schema")
     >>> pre.fit_transform(adult.data).shape
     (30162, 103)
+
+    Private preprocessing, covered by an epsilon of its own:
+
+    >>> from skdp.privacy import spent
+    >>> pre = make_preprocessor(adult, bounds=bounds, categories="schema", epsilon=0.1,
+    ...                         random_state=0).fit(adult.data)
+    >>> round(spent(pre).epsilon, 2)
+    0.1
     """
     for key in ("data", "numeric_features", "categorical_features", "feature_names"):
         if key not in bunch:
@@ -597,6 +626,11 @@ def make_preprocessor(bunch, *, bounds="data", categories="data"):
         numeric_columns = [position[name] for name in numeric]
         categorical_columns = [position[name] for name in categorical]
 
+    if epsilon is not None:
+        return _private_preprocessor(
+            bunch, numeric, categorical, numeric_columns, categorical_columns, bounds,
+            categories, epsilon, delta, random_state,
+        )
     if isinstance(bounds, str):
         _check_option(bounds, "bounds", ("data",))
         scaler = StandardScaler()
@@ -627,5 +661,54 @@ def make_preprocessor(bunch, *, bounds="data", categories="data"):
     if numeric_columns:
         transformers.append(("num", scaler, numeric_columns))
     if categorical_columns:
+        transformers.append(("cat", encoder, categorical_columns))
+    return ColumnTransformer(transformers, remainder="drop", sparse_threshold=0.0)
+
+
+def _private_preprocessor(bunch, numeric, categorical, numeric_columns, categorical_columns,
+                          bounds, categories, epsilon, delta, random_state):
+    """The private variant of :func:`make_preprocessor` (``epsilon`` given)."""
+    from ..preprocessing import DPOneHotEncoder, DPStandardScaler
+
+    if isinstance(epsilon, bool) or not isinstance(epsilon, Real) or not (
+        np.isfinite(epsilon) and epsilon > 0
+    ):
+        raise ValueError(f"epsilon must be a positive finite number or None; got {epsilon!r}.")
+    if isinstance(delta, bool) or not isinstance(delta, Real) or not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1); got {delta!r}.")
+    if numeric and isinstance(bounds, str):
+        raise ValueError(
+            f"bounds={bounds!r} reads the ranges of the numeric features from the private "
+            "data, which no epsilon covers. With epsilon given, pass bounds as a dict of "
+            "public (lower, upper) pairs for every numeric feature (from a data dictionary "
+            "or domain knowledge)."
+        )
+    schema = bunch.get("categories")
+    if categorical and (schema is None or any(name not in schema for name in categorical)):
+        raise ValueError(
+            "A private preprocessor needs bunch.categories with the documented categories of "
+            "every categorical feature (as candidates or as the public schema); this bunch "
+            "has none."
+        )
+    private_categories = bool(categorical) and categories == "data"
+    split = bool(numeric) and private_categories
+    transformers = []
+    if numeric_columns:
+        lower, upper = _check_bounds(bounds, numeric)
+        scaler = DPStandardScaler(
+            epsilon=epsilon / 2 if split else epsilon, delta=delta, bounds=(lower, upper),
+            random_state=random_state,
+        )
+        transformers.append(("num", scaler, numeric_columns))
+    if categorical_columns:
+        lists = [list(schema[name]) for name in categorical]
+        if private_categories:
+            encoder = DPOneHotEncoder(
+                categories="private", candidate_categories=lists,
+                epsilon=epsilon / 2 if split else epsilon, delta=delta,
+                random_state=random_state,
+            )
+        else:
+            encoder = DPOneHotEncoder(categories=lists)
         transformers.append(("cat", encoder, categorical_columns))
     return ColumnTransformer(transformers, remainder="drop", sparse_threshold=0.0)

@@ -1,0 +1,724 @@
+"""Private hyperparameter search: one (epsilon, delta) for every fit, the
+selection and the refit.
+
+Mechanism (held-out selection with parallel composition):
+
+1. Each record is put in the **validation part** with probability
+   ``validation_fraction``, independently of everything else (a coin drawn
+   from the search's generator), else in the **training part**. Adding or
+   removing a record adds or removes its coin and changes no other record's
+   part, so the parts are disjoint by construction.
+2. Every candidate is fitted on the training part, with its private steps'
+   epsilons set to its share of the budget.
+3. The candidates' confusion histograms on the validation part are released
+   once with Gaussian noise (:mod:`._selection`); every score in
+   ``cv_results_`` is computed from them and the best candidate (or the one a
+   callable ``refit`` rule picks) is chosen from those released scores: this
+   is report-noisy-max on noisy validation scores of bounded sensitivity
+   (Dwork & Roth, *The Algorithmic Foundations of Differential Privacy*,
+   2014, Sec. 3.3 and 3.5; Chaudhuri & Vinterbo, *A stability-based
+   validation procedure for differentially private machine learning*,
+   NeurIPS 2013, for private validation on a held-out set).
+4. Optionally, the chosen candidate is refitted on all the data with a share
+   of the budget; otherwise the candidate fitted on the training part is
+   kept.
+
+Privacy. A training-part record affects the candidates' fits (and the
+refit); the released histograms and the choice depend on it only through
+the fitted candidates (post-processing). A validation-part record affects
+only the histograms (and the refit). By parallel composition over the
+disjoint parts (McSherry, *Privacy integrated queries*, SIGMOD 2009), and
+since the event of a record's coin mixes the two cases (joint convexity of
+the hockey-stick divergence), the search is ``(epsilon_, delta_)``-DP with
+``epsilon_`` the larger of the two parts' accountant epsilons. Each part is
+the sequential composition of its mechanisms, accounted by dp-accounting.
+"""
+
+import math
+import time
+from collections import defaultdict
+from numbers import Integral, Real
+
+import dp_accounting as dpa
+import numpy as np
+import torch
+from joblib import Parallel, delayed
+from scipy.stats import rankdata
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.model_selection import ParameterGrid, ParameterSampler
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    _routing_enabled,
+    process_routing,
+)
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import (
+    _check_method_params,
+    check_is_fitted,
+    column_or_1d,
+    indexable,
+)
+
+from ..privacy import SecureGenerator, compute_epsilon, uniform_
+from ..privacy._spent import _is_fitted, _leaves, _learns_nothing
+from ..privacy._accounting import PrivacyBudgetError, _check_budget, gdp_mu
+from ._budget import gdp_epsilon, private_steps, set_step_budgets, step_weights
+from ._selection import (
+    confusion_histograms,
+    group_codes,
+    histogram_scores,
+    release_histograms,
+    resolve_scoring,
+)
+
+__all__ = ["PrivateGridSearchCV", "PrivateRandomizedSearchCV"]
+
+#: Smallest per-step epsilon the search hands out.
+_MIN_STEP_EPSILON = 1e-4
+#: Times the fits are redone with a smaller share if the accountant's
+#: epsilon of what was fitted exceeds the budget (not seen in practice).
+_MAX_ATTEMPTS = 3
+
+
+def _best_has(attr):
+    def check(self):
+        check_is_fitted(self, "best_estimator_")
+        getattr(self.best_estimator_, attr)
+        return True
+
+    return check
+
+
+def _index(values, mask):
+    if values is None:
+        return None
+    if hasattr(values, "iloc"):
+        return values.iloc[np.flatnonzero(mask)]
+    return np.asarray(values)[mask] if not hasattr(values, "shape") else values[mask]
+
+
+def _fit_candidate(estimator, params, mu, step_shares, X, y, fit_params):
+    """Clone, give the private steps their budget, fit; return the fitted
+    candidate and the epsilons it was given."""
+    candidate = clone(estimator).set_params(**params)
+    steps = private_steps(candidate)
+    if not steps:
+        raise ValueError(
+            f"The candidate with parameters {params} has no skdp step that learns from the "
+            "data privately; a private search needs skdp estimators or pipelines of skdp "
+            "steps (e.g. DPStandardScaler, DPOneHotEncoder, DPSGDClassifier)."
+        )
+    for path, step in steps:
+        relation = step.get_params(deep=False).get("neighboring", "add_remove")
+        if relation != "add_remove":
+            raise ValueError(
+                f"Step {path or type(step).__name__!r} uses neighboring={relation!r}; a private "
+                "search accounts every release under add/remove-one neighbours."
+            )
+    weights = step_weights(steps, step_shares)
+    budgets = set_step_budgets(candidate, steps, weights, mu)
+    small = {k: v for k, v in budgets.items() if v < _MIN_STEP_EPSILON}
+    if small:
+        raise PrivacyBudgetError(
+            f"The budget leaves {small} to steps of one fit; raise epsilon, or search fewer "
+            "candidates."
+        )
+    start = time.perf_counter()
+    candidate.fit(X, y, **fit_params)
+    return candidate, budgets, time.perf_counter() - start
+
+
+def _events(fitted):
+    """dp event of a fitted candidate (every private step's ``dp_event_``,
+    as :func:`skdp.privacy.spent` collects them) and the sum of its steps'
+    ``selection_delta_`` (private category choices without candidates).
+
+    Raises a ValueError naming a step that learnt from the data without
+    privacy.
+    """
+    events, selection_delta = [], 0.0
+    for name, step in _leaves(fitted, ""):
+        if not _is_fitted(step):
+            continue
+        if hasattr(step, "dp_event_"):
+            if step.dp_event_ is None or not math.isfinite(step.epsilon_):
+                raise ValueError(
+                    f"A candidate is not differentially private: step {name!r} "
+                    f"({type(step).__name__}) was fitted without privacy."
+                )
+            events.append(step.dp_event_)
+            selection_delta += float(getattr(step, "selection_delta_", 0.0))
+        elif not _learns_nothing(step):
+            raise ValueError(
+                f"A candidate is not differentially private: step {name!r} "
+                f"({type(step).__name__}) learnt from the data without differential privacy. "
+                "Use private steps (skdp.preprocessing) or stateless transformers."
+            )
+    return _compose(events), selection_delta
+
+
+def _compose(events):
+    """One event for ``events`` (no-ops dropped); identical events are
+    grouped as ``SelfComposedDpEvent`` so that a search over candidates
+    with the same privacy is one cached accountant call."""
+    events = [e for e in events if e is not None and e != dpa.NoOpDpEvent()]
+    groups = []
+    for event in events:
+        for i, (seen, count) in enumerate(groups):
+            if seen == event:
+                groups[i] = (seen, count + 1)
+                break
+        else:
+            groups.append((event, 1))
+    parts = [e if c == 1 else dpa.SelfComposedDpEvent(e, c) for e, c in groups]
+    if not parts:
+        return dpa.NoOpDpEvent()
+    return parts[0] if len(parts) == 1 else dpa.ComposedDpEvent(parts)
+
+
+class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
+    """Shared machinery of the private searches; see :class:`PrivateGridSearchCV`."""
+
+    _parameter_constraints = {
+        "estimator": [HasMethods(["fit", "predict"])],
+        "scoring": [str, callable, list, tuple, dict, None],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "refit": ["boolean", str, callable],
+        "refit_share": [Interval(Real, 0, 1, closed="left")],
+        "step_shares": [dict, None],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    # ------------------------------------------------------------ routing
+    def get_metadata_routing(self):
+        """Metadata routing: ``fit`` params go to the candidates' ``fit``
+        and to the scorers (which use ``sensitive_features``)."""
+        router = MetadataRouter(owner=self.__class__.__name__)
+        router.add(estimator=self.estimator,
+                   method_mapping=MethodMapping().add(caller="fit", callee="fit"))
+        metrics, _ = resolve_scoring(self.estimator, self.scoring)
+        for name, metric in metrics.items():
+            router.add(**{f"scorer_{name}": metric.scorer},
+                       method_mapping=MethodMapping().add(caller="fit", callee="score"))
+        return router
+
+    def _route(self, X, params, metrics):
+        """(fit params of the candidates, {scorer name: groups or None})."""
+        if _routing_enabled():
+            routed = process_routing(self, "fit", **params)
+            fit_params = dict(routed.estimator.fit)
+            groups = {name: getattr(routed, f"scorer_{name}").score.get("sensitive_features")
+                      for name in metrics}
+        else:
+            fit_params, groups = dict(params), {name: None for name in metrics}
+        return fit_params, groups
+
+    # --------------------------------------------------------------- fit
+    def _candidate_params(self):
+        raise NotImplementedError
+
+    def _generator(self):
+        if self.random_state is None:
+            return SecureGenerator()
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        return torch.Generator().manual_seed(seed)
+
+    def _check_grid_params(self, candidates):
+        for params in candidates:
+            for key in params:
+                if key == "epsilon" or key.endswith("__epsilon"):
+                    raise ValueError(
+                        f"The grid sets {key!r}; a private search sets every step's epsilon "
+                        "from its own budget. Remove it from the grid (use step_shares to "
+                        "change how a fit's budget is shared between its steps)."
+                    )
+
+    def _refit_metric(self, multimetric):
+        if multimetric and self.refit is True:
+            raise ValueError(
+                "For multi-metric scoring, refit must be the name of the scorer used to pick "
+                "the best candidate, a callable (e.g. skdp.model_selection.best_within), or "
+                "False."
+            )
+        if not multimetric and isinstance(self.refit, str):
+            raise ValueError(
+                f"refit={self.refit!r} names a scorer, but scoring is a single metric; use "
+                "refit=True or a dict of scorers."
+            )
+
+    def _select(self, results, multimetric):
+        if callable(self.refit):
+            index = self.refit(results)
+            if not (isinstance(index, (Integral, np.integer)) and 0 <= index < len(results["params"])):
+                raise ValueError(
+                    f"The refit callable returned {index!r}; it must return the index of a "
+                    "candidate in cv_results_."
+                )
+            return int(index)
+        key = "score" if not multimetric else self.refit
+        if f"mean_test_{key}" not in results:
+            raise ValueError(
+                f"refit={key!r} is not a key of scoring; the scorers are "
+                f"{sorted(k[len('mean_test_'):] for k in results if k.startswith('mean_test_'))}."
+            )
+        scores = np.asarray(results[f"mean_test_{key}"], dtype=np.float64)
+        if np.isnan(scores).all():
+            raise ValueError(f"Every candidate has a NaN noisy {key!r} score.")
+        return int(np.nanargmax(scores))
+
+    def fit(self, X, y, **params):
+        """Fit every candidate, choose one privately, refit it.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        **params : dict
+            With metadata routing on, routed to the candidates' ``fit`` and
+            to the scorers (``sensitive_features=A`` reaches both, split
+            like ``X``). With routing off, passed to the candidates' ``fit``
+            (e.g. ``clf__sensitive_features=A`` for a Pipeline).
+
+        Returns
+        -------
+        self : object
+        """
+        self._validate_params()
+        _check_budget(self.epsilon, self.delta)
+        if not is_classifier(self.estimator):
+            raise ValueError(
+                f"{type(self).__name__} needs a classifier (or a pipeline ending in one): its "
+                "private scores come from a noisy confusion histogram."
+            )
+        metrics, multimetric = resolve_scoring(self.estimator, self.scoring)
+        if self.refit is not False:
+            self._refit_metric(multimetric)
+        candidates = list(self._candidate_params())
+        if not candidates:
+            raise ValueError("The parameter grid is empty; give at least one candidate.")
+        self._check_grid_params(candidates)
+        X, y = indexable(X, y)
+        y_array = column_or_1d(y, warn=True)
+        if not hasattr(y, "iloc"):
+            y = y_array
+        n = y_array.shape[0]
+        if n < 3:
+            raise ValueError(
+                f"n_samples={n}: a private search needs at least 3 samples (training and "
+                "validation parts)."
+            )
+        fit_params, routed_groups = self._route(X, params, metrics)
+        fit_params = _check_method_params(X, fit_params)
+        groups, group_labels = group_codes(metrics, X, routed_groups, n)
+        classes, y_codes = np.unique(y_array, return_inverse=True)
+        if classes.shape[0] < 2:
+            raise ValueError("y has 1 class; a classifier search needs at least two.")
+
+        generator = self._generator()
+        coins = uniform_(torch.empty(n, dtype=torch.float64), generator).numpy()
+        validation = coins <= self.validation_fraction
+        train = ~validation
+        if validation.sum() < 1 or train.sum() < 2:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} leaves {int(train.sum())} "
+                f"training and {int(validation.sum())} validation records; use more data or "
+                "another fraction."
+            )
+
+        K = len(candidates)
+        do_refit = self.refit is not False and self.refit_share > 0
+        share_refit = self.refit_share if do_refit else 0.0
+        mu = gdp_mu(self.epsilon, self.delta)
+        mu_candidate = mu * math.sqrt((1.0 - share_refit) / K)
+        mu_selection = mu * math.sqrt(1.0 - share_refit)
+        mu_refit = mu * math.sqrt(share_refit)
+
+        X_train, y_train = _index(X, train), _index(y, train)
+        train_params = _check_method_params(X, fit_params, np.flatnonzero(train))
+        scale = 1.0
+        for attempt in range(_MAX_ATTEMPTS):
+            fitted = Parallel(n_jobs=self.n_jobs)(
+                delayed(_fit_candidate)(self.estimator, p, mu_candidate * scale, self.step_shares,
+                                        X_train, y_train, train_params)
+                for p in candidates
+            )
+            spent_ = [_events(est) for est, _, _ in fitted]
+            candidate_event = _compose([event for event, _ in spent_])
+            eps_candidates = compute_epsilon(candidate_event, self.delta)
+            if eps_candidates <= self.epsilon:
+                break
+            # GDP split too optimistic for these mechanisms: shrink and redo
+            # (the events do not depend on the data, so nothing is released)
+            scale *= 0.98 * self.epsilon / eps_candidates
+        else:
+            raise PrivacyBudgetError(
+                f"The candidates' fits compose to epsilon={eps_candidates:.4g} > "
+                f"{self.epsilon}; lower the number of candidates or raise epsilon."
+            )
+        if self.verbose:
+            print(f"[{type(self).__name__}] fitted {K} candidates on {int(train.sum())} "
+                  f"records: epsilon {eps_candidates:.4f} (training part)")
+
+        # ---- private selection on the validation part
+        X_val = _index(X, validation)
+        predictions = np.stack([
+            np.searchsorted(classes, np.asarray(est.predict(X_val))) for est, _, _ in fitted
+        ])
+        n_groups = 1 if group_labels is None else len(group_labels)
+        counts = confusion_histograms(
+            predictions, y_codes[validation],
+            None if groups is None else groups[validation], len(classes), n_groups,
+        )
+        eps_selection = gdp_epsilon(mu_selection, self.delta)
+        noisy, selection_report = release_histograms(counts, eps_selection, self.delta, generator)
+        scores = histogram_scores(noisy, classes, metrics)
+        results = self._results(candidates, scores)
+        self.cv_results_ = results
+        self.multimetric_ = multimetric
+        self.n_candidates_ = K
+
+        if self.refit is not False or not multimetric:
+            self.best_index_ = self._select(results, multimetric) if (
+                self.refit is not False) else int(np.nanargmax(results["mean_test_score"]))
+            self.best_params_ = candidates[self.best_index_]
+            if not callable(self.refit):
+                key = "score" if not multimetric else self.refit
+                self.best_score_ = float(results[f"mean_test_{key}"][self.best_index_])
+
+        # ---- final model
+        refit_event, refit_extra, refit_budgets = None, 0.0, {}
+        train_event, val_event = candidate_event, selection_report.dp_event
+        eps_train, eps_val = eps_candidates, float(selection_report.epsilon)
+        if do_refit:
+            for attempt in range(_MAX_ATTEMPTS):
+                best, refit_budgets, refit_time = _fit_candidate(
+                    self.estimator, self.best_params_, mu_refit, self.step_shares, X, y,
+                    fit_params,
+                )
+                refit_event, refit_extra = _events(best)
+                train_event = _compose([candidate_event, refit_event])
+                val_event = _compose([selection_report.dp_event, refit_event])
+                eps_train = compute_epsilon(train_event, self.delta)
+                eps_val = compute_epsilon(val_event, self.delta)
+                worst = max(eps_train, eps_val)
+                if worst <= self.epsilon:
+                    break
+                mu_refit *= 0.98 * self.epsilon / worst
+            else:
+                raise PrivacyBudgetError(
+                    f"The refit does not fit in the budget (epsilon {worst:.4g} > "
+                    f"{self.epsilon}); lower refit_share."
+                )
+            self.best_estimator_ = best
+            self.refit_time_ = refit_time
+        elif self.refit is not False:
+            self.best_estimator_ = fitted[self.best_index_][0]
+            self.refit_time_ = 0.0
+
+        # ---- accounting: the larger of the two parts
+        # stability deltas of private category choices (DPOneHotEncoder
+        # without candidates) add exp(epsilon) times their sum
+        delta_train = self.delta + math.exp(eps_train) * (
+            sum(extra for _, extra in spent_) + refit_extra)
+        delta_val = self.delta + math.exp(eps_val) * refit_extra
+        binding = "training" if eps_train >= eps_val else "validation"
+        self.epsilon_ = max(eps_train, eps_val)
+        self.delta_ = max(delta_train, delta_val)
+        self.dp_event_ = train_event if binding == "training" else val_event
+        self.budget_split_ = {
+            "epsilon": float(self.epsilon),
+            "delta": float(self.delta),
+            "gdp_mu": mu,
+            "n_candidates": K,
+            "validation_fraction": float(self.validation_fraction),
+            "refit": bool(do_refit),
+            "shares": {  # of the budget, in GDP mu^2
+                "candidates": 1.0 - share_refit,
+                "each_candidate": (1.0 - share_refit) / K,
+                "selection": 1.0 - share_refit,
+                "refit": share_refit,
+            },
+            "candidate_epsilons": [dict(budgets) for _, budgets, _ in fitted],
+            "candidate_epsilon": gdp_epsilon(mu_candidate * scale, self.delta),
+            "selection_epsilon": float(selection_report.epsilon),
+            "selection_noise_std": float(selection_report.scale("validation_histograms")),
+            "refit_epsilons": dict(refit_budgets),
+            "refit_epsilon": gdp_epsilon(mu_refit, self.delta) if do_refit else 0.0,
+            "training_part": {"epsilon": eps_train, "delta": delta_train,
+                              "dp_event": train_event},
+            "validation_part": {"epsilon": eps_val, "delta": delta_val, "dp_event": val_event},
+            "binding_part": binding,
+        }
+        if self.verbose:
+            print(f"[{type(self).__name__}] epsilon_={self.epsilon_:.4f} (training part "
+                  f"{eps_train:.4f}, validation part {eps_val:.4f})")
+        return self
+
+    def _results(self, candidates, scores):
+        results = defaultdict(list)
+        results["params"] = candidates
+        keys = sorted({k for p in candidates for k in p})
+        for key in keys:
+            column = np.ma.MaskedArray(np.empty(len(candidates), dtype=object),
+                                       mask=[key not in p for p in candidates])
+            for i, p in enumerate(candidates):
+                if key in p:
+                    column[i] = p[key]
+            results[f"param_{key}"] = column
+        for name, values in scores.items():
+            results[f"split0_test_{name}"] = values
+            results[f"mean_test_{name}"] = values
+            filled = np.where(np.isnan(values), -np.inf, values)
+            results[f"rank_test_{name}"] = rankdata(-filled, method="min").astype(np.int32)
+        return dict(results)
+
+    # ------------------------------------------------------- delegation
+    @property
+    def classes_(self):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.classes_
+
+    @property
+    def n_features_in_(self):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.n_features_in_
+
+    @available_if(_best_has("predict"))
+    def predict(self, X):
+        """Predict with the chosen model."""
+        return self.best_estimator_.predict(X)
+
+    @available_if(_best_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities of the chosen model."""
+        return self.best_estimator_.predict_proba(X)
+
+    @available_if(_best_has("decision_function"))
+    def decision_function(self, X):
+        """Decision function of the chosen model."""
+        return self.best_estimator_.decision_function(X)
+
+    def score(self, X, y, **params):
+        """Score of the chosen model on (public or test) data with the
+        refit scorer (accuracy by default)."""
+        check_is_fitted(self, "best_estimator_")
+        metrics, multimetric = resolve_scoring(self.estimator, self.scoring)
+        if multimetric and not isinstance(self.refit, str):
+            raise AttributeError(
+                "score needs refit to name a scorer; with a callable refit, score "
+                "best_estimator_ with the scorers directly."
+            )
+        metric = metrics["score" if not multimetric else self.refit]
+        return metric.scorer(self.best_estimator_, X, y, **params)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        sub = get_tags(self.estimator)
+        tags.estimator_type = sub.estimator_type
+        tags.classifier_tags = sub.classifier_tags
+        tags.input_tags = sub.input_tags
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+
+_DOC_PARAMS = """
+    estimator : estimator
+        A skdp classifier or a Pipeline of skdp steps ending in one. Every
+        step that learns from the data must be private (skdp preprocessing
+        and estimators); the search sets their ``epsilon``.
+{search_params}
+    scoring : str, callable, list, dict or None, default=None
+        Scorers of hard predictions that accept ``sample_weight``:
+        ``"accuracy"`` (None), ``"balanced_accuracy"``, ``"precision"``,
+        ``"recall"``, ``"f1"``, scorers from ``make_scorer`` of such
+        metrics, and skdp's fairness scorers
+        (:func:`skdp.metrics.get_fairness_scorer`). Every score is computed
+        from the released noisy confusion histogram, so extra scorers cost
+        no privacy.
+    epsilon : float, default=1.0
+        Budget of the whole search: candidate fits, selection and refit.
+    delta : float, default=1e-5
+    validation_fraction : float in (0, 1), default=0.2
+        Probability that a record goes to the validation part (an
+        independent coin per record).
+    refit : bool, str or callable, default=True
+        As in ``GridSearchCV``: the scorer whose best noisy score picks the
+        candidate (True for a single metric), a callable
+        ``cv_results_ -> index`` (e.g. :func:`best_within`), or False (no
+        final model).
+    refit_share : float in [0, 1), default=0.5
+        Share of the budget (in GDP ``mu^2``) for refitting the chosen
+        candidate on all the data; the candidates share the rest. 0 keeps
+        the chosen candidate as it was fitted on the training part (no
+        refit, the candidates get the whole budget). On Adult, 0.5 matched
+        0 for DP-SGD and beat it for RaCO-DP (see :ref:`workflow`).
+    step_shares : dict or None, default=None
+        How one fit's budget is shared between its private steps, by step
+        path (``{{"clf": 0.9, "pre__num": 0.1}}``, in GDP ``mu^2``). None
+        keeps the proportions of the steps' configured epsilons.
+    n_jobs : int or None, default=None
+        Candidates fitted in parallel (joblib).
+    random_state : int, RandomState or None, default=None
+        Seeds the split and the selection noise (and the parameter sampler
+        of the randomized search). None draws them from the operating
+        system's CSPRNG. The candidates' own ``random_state`` is left as
+        given.
+    verbose : int, default=0
+"""
+
+_DOC_ATTRIBUTES = """
+    Attributes
+    ----------
+    cv_results_ : dict
+        ``params``, ``param_<name>``, and for every scorer
+        ``mean_test_<name>`` (= ``split0_test_<name>``: one held-out split)
+        and ``rank_test_<name>``. Every score is a private release (from the
+        noisy histogram). Fit and score times are not reported (they are
+        side channels on the data).
+    best_index_, best_params_ : int, dict
+    best_score_ : float
+        Noisy score of the chosen candidate (not with a callable refit).
+    best_estimator_ : estimator
+        The chosen candidate: refitted on all the data (``refit_share > 0``)
+        or as fitted on the training part.
+    epsilon_, delta_ : float
+        Privacy of everything the search released: the larger of the
+        training part's and the validation part's epsilons (parallel
+        composition), each the accountant's epsilon of that part's events.
+    dp_event_ : dp_accounting.DpEvent
+        The composed event of the part whose epsilon is ``epsilon_``
+        (``budget_split_["binding_part"]``). Each record is in one part, so
+        to compose the search with other releases on the same records,
+        compose each part's event (in ``budget_split_``) and take the larger.
+    budget_split_ : dict
+        How the budget was shared: GDP ``mu^2`` shares, each candidate's
+        step epsilons, the selection's epsilon and noise, the refit's, and
+        each part's epsilon, delta and event.
+    n_candidates_ : int
+    multimetric_ : bool
+    refit_time_ : float
+"""
+
+
+class PrivateGridSearchCV(BasePrivateSearchCV):
+    __doc__ = (
+        """Differentially private exhaustive search over a parameter grid.
+
+    One ``(epsilon, delta)`` covers every candidate's fit, the choice of the
+    best candidate from private validation scores, and the final model.
+    Candidates are fitted on a random training part of the data and scored
+    on the disjoint validation part through one noisy confusion histogram per
+    candidate (Gaussian mechanism); the best noisy score (or a refit rule
+    such as :func:`best_within` applied to the noisy ``cv_results_``)
+    chooses. See :ref:`workflow`.
+
+    Parameters
+    ----------"""
+        + _DOC_PARAMS.format(search_params=(
+            "    param_grid : dict or list of dict\n"
+            "        As in ``GridSearchCV``; it may not set any ``epsilon``."))
+        + _DOC_ATTRIBUTES
+        + """
+    See Also
+    --------
+    PrivateRandomizedSearchCV : Sampled candidates.
+    privacy_spent : What an ordinary search over skdp estimators spent on training.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdp import DPSGDClassifier
+    >>> from skdp.model_selection import PrivateGridSearchCV
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(4000, 3))
+    >>> y = (X[:, 0] + 0.5 * rng.normal(size=4000) > 0).astype(int)
+    >>> search = PrivateGridSearchCV(
+    ...     DPSGDClassifier(batch_size=200, max_epochs=2, random_state=0),
+    ...     {"learning_rate": [0.1, 1.0]}, epsilon=1.0, random_state=0,
+    ... ).fit(X, y)
+    >>> bool(search.epsilon_ <= 1.0)
+    True
+    >>> search.budget_split_["shares"]
+    {'candidates': 0.5, 'each_candidate': 0.25, 'selection': 0.5, 'refit': 0.5}
+    """
+    )
+
+    _parameter_constraints = {
+        **BasePrivateSearchCV._parameter_constraints,
+        "param_grid": [dict, list],
+    }
+
+    def __init__(
+        self, estimator, param_grid, *, scoring=None, epsilon=1.0, delta=1e-5,
+        validation_fraction=0.2, refit=True, refit_share=0.5, step_shares=None, n_jobs=None,
+        random_state=None, verbose=0,
+    ):
+        self.estimator = estimator
+        self.param_grid = param_grid
+        self.scoring = scoring
+        self.epsilon = epsilon
+        self.delta = delta
+        self.validation_fraction = validation_fraction
+        self.refit = refit
+        self.refit_share = refit_share
+        self.step_shares = step_shares
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _candidate_params(self):
+        return ParameterGrid(self.param_grid)
+
+
+class PrivateRandomizedSearchCV(BasePrivateSearchCV):
+    __doc__ = (
+        """Differentially private search over sampled parameter settings.
+
+    As :class:`PrivateGridSearchCV`, with ``n_iter`` candidates sampled from
+    ``param_distributions`` (``ParameterSampler``; the sampling uses no data).
+
+    Parameters
+    ----------"""
+        + _DOC_PARAMS.format(search_params=(
+            "    param_distributions : dict or list of dict\n"
+            "        As in ``RandomizedSearchCV``; it may not set any ``epsilon``.\n"
+            "    n_iter : int, default=10\n"
+            "        Number of candidates; each gets ``1 / n_iter`` of the candidates' share."))
+        + _DOC_ATTRIBUTES
+    )
+
+    _parameter_constraints = {
+        **BasePrivateSearchCV._parameter_constraints,
+        "param_distributions": [dict, list],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self, estimator, param_distributions, *, n_iter=10, scoring=None, epsilon=1.0,
+        delta=1e-5, validation_fraction=0.2, refit=True, refit_share=0.5, step_shares=None,
+        n_jobs=None, random_state=None, verbose=0,
+    ):
+        self.estimator = estimator
+        self.param_distributions = param_distributions
+        self.n_iter = n_iter
+        self.scoring = scoring
+        self.epsilon = epsilon
+        self.delta = delta
+        self.validation_fraction = validation_fraction
+        self.refit = refit
+        self.refit_share = refit_share
+        self.step_shares = step_shares
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _candidate_params(self):
+        return ParameterSampler(self.param_distributions, self.n_iter,
+                                random_state=self.random_state)

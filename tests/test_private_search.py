@@ -1,0 +1,424 @@
+"""Private hyperparameter search, privacy_spent and make_preprocessor's
+private option."""
+
+import math
+
+import dp_accounting as dpa
+import numpy as np
+import pandas as pd
+import pytest
+import sklearn
+import torch
+from scipy import integrate, stats
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.metrics import make_scorer
+from sklearn.model_selection import GridSearchCV, cross_validate
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdp import DPSGDClassifier
+from skdp.datasets import fetch_adult, make_preprocessor
+from skdp.exceptions import PrivacyLeakWarning
+from skdp.metrics import get_fairness_scorer
+from skdp.model_selection import (
+    PrivateGridSearchCV,
+    PrivateRandomizedSearchCV,
+    best_within,
+    privacy_spent,
+)
+from skdp.model_selection import _selection
+from skdp.model_selection._budget import gdp_epsilon
+from skdp.preprocessing import DPOneHotEncoder, DPStandardScaler
+from skdp.privacy import compute_epsilon, make_accountant, spent
+from skdp.privacy._accounting import gdp_mu
+
+GRID = {"learning_rate": [0.2, 1.0]}
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    n = 3000
+    group = rng.integers(2, size=n)
+    X = np.column_stack([rng.normal(size=n) + 0.5 * group, rng.normal(size=n)])
+    y = (X[:, 0] + 0.5 * rng.normal(size=n) > 0.3).astype(int)
+    return X, y, np.where(group == 1, "a", "b")
+
+
+def _clf(**kwargs):
+    return DPSGDClassifier(batch_size=150, max_epochs=2, random_state=0, **kwargs)
+
+
+def _search(**kwargs):
+    kwargs.setdefault("random_state", 0)
+    return PrivateGridSearchCV(_clf(), GRID, **kwargs)
+
+
+# ------------------------------------------------------------- accounting
+@pytest.mark.parametrize("refit_share", [0.0, 0.3])
+def test_epsilon_from_event_with_fresh_accountant(data, refit_share):
+    X, y, _ = data
+    search = _search(refit_share=refit_share).fit(X, y)
+    fresh = make_accountant("pld").compose(search.dp_event_).get_epsilon(search.delta)
+    assert search.epsilon_ == pytest.approx(fresh, rel=1e-9)
+    assert search.epsilon_ <= search.epsilon
+    split = search.budget_split_
+    for part in ("training_part", "validation_part"):
+        event, eps = split[part]["dp_event"], split[part]["epsilon"]
+        assert make_accountant("pld").compose(event).get_epsilon(search.delta) == pytest.approx(eps)
+        assert eps <= search.epsilon
+    assert search.epsilon_ == max(split["training_part"]["epsilon"],
+                                  split["validation_part"]["epsilon"])
+    assert search.delta_ == pytest.approx(search.delta)
+
+
+def test_training_part_composes_every_fit(data):
+    X, y, _ = data
+    search = _search(refit_share=0.3).fit(X, y)
+    event = search.budget_split_["training_part"]["dp_event"]
+    # 2 candidates + the refit, each one DP-SGD run
+    assert isinstance(event, dpa.ComposedDpEvent)
+    refit_event = search.best_estimator_.dp_event_
+    # the two candidates have the same event (only the learning rate differs)
+    assert isinstance(event.events[0], dpa.SelfComposedDpEvent)
+    assert event.events[0].count == 2
+    assert event.events[1] == refit_event
+    validation = search.budget_split_["validation_part"]["dp_event"]
+    assert validation.events[1] == refit_event
+
+
+def test_budget_split_sums(data):
+    X, y, _ = data
+    search = PrivateGridSearchCV(
+        _clf(), {"learning_rate": [0.2, 0.5, 1.0]}, epsilon=2.0, delta=1e-6, refit_share=0.25,
+        random_state=0,
+    ).fit(X, y)
+    split = search.budget_split_
+    shares = split["shares"]
+    assert shares["candidates"] + shares["refit"] == pytest.approx(1.0)
+    assert shares["each_candidate"] * split["n_candidates"] == pytest.approx(shares["candidates"])
+    assert shares["selection"] + shares["refit"] == pytest.approx(1.0)
+    mu = gdp_mu(2.0, 1e-6)
+    assert split["gdp_mu"] == pytest.approx(mu)
+    # each candidate's only private step gets the candidate's share at its own delta
+    expected = gdp_epsilon(mu * math.sqrt(shares["each_candidate"]), 1e-5)
+    assert [c["epsilon"] for c in split["candidate_epsilons"]] == pytest.approx([expected] * 3)
+    assert split["refit_epsilons"]["epsilon"] == pytest.approx(
+        gdp_epsilon(mu * math.sqrt(0.25), 1e-5))
+    assert search.best_estimator_.epsilon == pytest.approx(split["refit_epsilons"]["epsilon"])
+    assert split["selection_epsilon"] <= gdp_epsilon(mu * math.sqrt(0.75), 1e-6) * (1 + 1e-9)
+    assert search.epsilon_ <= 2.0
+
+
+def test_steps_keep_their_proportions(data):
+    X, y, _ = data
+    pipe = Pipeline([
+        ("scale", DPStandardScaler(epsilon=0.1, delta=1e-6, bounds=(-5, 5), random_state=0)),
+        ("clf", _clf()),
+    ])
+    search = PrivateGridSearchCV(pipe, {"clf__learning_rate": [0.2, 1.0]}, random_state=0)
+    search.fit(X, y)
+    budgets = search.budget_split_["candidate_epsilons"][0]
+    assert set(budgets) == {"scale__epsilon", "clf__epsilon"}
+    ratio = gdp_mu(budgets["scale__epsilon"], 1e-6) / gdp_mu(budgets["clf__epsilon"], 1e-5)
+    assert ratio == pytest.approx(gdp_mu(0.1, 1e-6) / gdp_mu(1.0, 1e-5), rel=1e-6)
+    assert search.epsilon_ <= 1.0
+    # spent() of the kept candidate covers both steps
+    assert {name for name, _, _ in spent(search.best_estimator_).steps} == {"scale", "clf"}
+    shared = PrivateGridSearchCV(pipe, {"clf__learning_rate": [1.0]}, random_state=0,
+                                 step_shares={"scale": 1, "clf": 3}).fit(X, y)
+    budgets = shared.budget_split_["candidate_epsilons"][0]
+    ratio = gdp_mu(budgets["scale__epsilon"], 1e-6) ** 2 / gdp_mu(budgets["clf__epsilon"], 1e-5) ** 2
+    assert ratio == pytest.approx(1 / 3, rel=1e-6)
+
+
+def test_reproducible_with_seed_and_secure_without(data):
+    X, y, _ = data
+    a, b = _search().fit(X, y), _search().fit(X, y)
+    np.testing.assert_array_equal(a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    c = PrivateGridSearchCV(_clf(), GRID).fit(X, y)  # CSPRNG split and noise
+    assert not np.array_equal(a.cv_results_["mean_test_score"], c.cv_results_["mean_test_score"])
+
+
+# --------------------------------------------------- selection mechanism
+def _true_positives(y_true, y_pred, sample_weight=None):
+    """Weight of the cell (y=1, yhat=1): the noisy count of that cell."""
+    hit = (np.asarray(y_true) == 1) & (np.asarray(y_pred) == 1)
+    return float(np.sum(np.asarray(sample_weight) * hit))
+
+
+def _selection_frequencies(correct, n_rows, epsilon, delta, draws):
+    """Chosen index over ``draws`` releases of the histograms of candidates
+    that get ``correct[k]`` of ``n_rows`` (all labelled 1) right."""
+    K = len(correct)
+    predictions = np.ones((K, n_rows), dtype=int)
+    for k, c in enumerate(correct):
+        predictions[k, c:] = 0
+    counts = _selection.confusion_histograms(predictions, np.ones(n_rows, dtype=int), None, 2, 1)
+    metrics = {"score": _selection.HistogramMetric("score", make_scorer(_true_positives))}
+    generator = torch.Generator().manual_seed(0)
+    chosen, sigma = [], None
+    for _ in range(draws):
+        noisy, report = _selection.release_histograms(counts, epsilon, delta, generator)
+        sigma = report.scale(_selection.RELEASE)
+        scores = _selection.histogram_scores(noisy, np.array([0, 1]), metrics)["score"]
+        chosen.append(int(np.argmax(scores)))
+    return np.bincount(chosen, minlength=K), sigma
+
+
+def test_selection_probabilities_follow_the_mechanism():
+    """Report-noisy-max over Gaussian-noised scores: for the score "count of
+    cell (y=1, yhat=1)", candidate k's noisy score is c_k + N(0, sigma^2), so
+    P(k chosen) = int phi(t - c_k) prod_{j != k} Phi(t - c_j) dt (in units
+    of sigma). A chi-square test compares the frequencies."""
+    correct = [400, 395, 385]
+    epsilon, delta, draws = 0.5, 1e-5, 3000
+    counts, sigma = _selection_frequencies(correct, 500, epsilon, delta, draws)
+    # the noise is the Gaussian mechanism for l2 sensitivity sqrt(K) at (epsilon, delta)
+    event = dpa.GaussianDpEvent(sigma / math.sqrt(3))
+    assert compute_epsilon(event, delta) == pytest.approx(epsilon, rel=1e-2)
+    assert compute_epsilon(event, delta) <= epsilon
+    c = np.array(correct) / sigma
+    # only cells (y=1, yhat=1) count; the zero cells' noise does not enter the score
+    expected = np.array([
+        integrate.quad(
+            lambda t, k=k: stats.norm.pdf(t - c[k]) * np.prod(
+                [stats.norm.cdf(t - c[j]) for j in range(3) if j != k]),
+            c.min() - 10, c.max() + 10,
+        )[0]
+        for k in range(3)
+    ])
+    assert expected.sum() == pytest.approx(1.0, abs=1e-6)
+    _, p_value = stats.chisquare(counts, draws * expected)
+    assert p_value > 1e-3
+
+
+def test_search_picks_the_best_noisy_score_and_scores_are_noisy(data):
+    X, y, _ = data
+    search = PrivateGridSearchCV(_clf(), {"learning_rate": [0.01, 0.2, 1.0]}, epsilon=0.5,
+                                 random_state=1).fit(X, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert search.best_index_ == int(np.argmax(scores))
+    assert search.best_score_ == scores[search.best_index_]
+    assert search.cv_results_["rank_test_score"][search.best_index_] == 1
+    assert not any(k.endswith("_time") for k in search.cv_results_)
+    # the selection noise is what the plan calibrated
+    K = 3
+    sigma = search.budget_split_["selection_noise_std"]
+    eps = compute_epsilon(dpa.GaussianDpEvent(sigma / math.sqrt(K)), search.delta)
+    assert eps == pytest.approx(search.budget_split_["selection_epsilon"])
+
+
+def test_randomized_search(data):
+    X, y, _ = data
+    search = PrivateRandomizedSearchCV(
+        _clf(), {"learning_rate": stats.loguniform(0.05, 2.0)}, n_iter=3, random_state=0,
+    ).fit(X, y)
+    assert len(search.cv_results_["params"]) == 3 == search.n_candidates_
+    assert search.epsilon_ <= 1.0
+    assert search.score(X, y) > 0.7
+
+
+# ------------------------------------------------------------ scoring & routing
+def test_fairness_scoring_and_best_within_with_routing(data):
+    X, y, groups = data
+    scoring = {"accuracy": "accuracy",
+               "dpd": get_fairness_scorer("demographic_parity_difference")}
+    with sklearn.config_context(enable_metadata_routing=True):
+        search = PrivateGridSearchCV(
+            _clf(), GRID, scoring=scoring, refit=best_within("dpd", 0.5), random_state=0,
+        )
+        search.fit(X, y, sensitive_features=groups)
+    results = search.cv_results_
+    assert np.all(results["mean_test_dpd"] <= 0)
+    assert search.best_index_ == best_within("dpd", 0.5)(results)
+    # the candidates received the groups of their training rows
+    assert list(search.best_estimator_.groups_) == ["a", "b"]
+    assert search.epsilon_ <= 1.0
+    assert not hasattr(search, "best_score_")
+
+
+def test_fairness_scoring_without_routing(data):
+    X, y, groups = data
+    X_df = pd.DataFrame({"x0": X[:, 0], "x1": X[:, 1], "sex": groups})
+    scoring = {"accuracy": "accuracy",
+               "dpd": get_fairness_scorer("demographic_parity_difference", sensitive_column="sex")}
+    search = PrivateGridSearchCV(_clf(sensitive_columns="sex"), GRID, scoring=scoring,
+                                 refit="accuracy", random_state=0).fit(X_df, y)
+    assert list(search.best_estimator_.groups_) == ["a", "b"]
+    assert np.isfinite(search.cv_results_["mean_test_dpd"]).all()
+    assert search.best_index_ == int(np.argmax(search.cv_results_["mean_test_accuracy"]))
+
+
+def test_fairness_scorer_without_groups_errors(data):
+    X, y, _ = data
+    scoring = {"accuracy": "accuracy",
+               "dpd": get_fairness_scorer("demographic_parity_difference")}
+    with pytest.raises(ValueError, match="needs the group of each validation row"):
+        PrivateGridSearchCV(_clf(), GRID, scoring=scoring, refit="accuracy").fit(X, y)
+
+
+# ------------------------------------------------------------ bad input
+@pytest.mark.parametrize("kwargs, match", [
+    ({"epsilon": 0.0}, "epsilon"),
+    ({"validation_fraction": 1.0}, "validation_fraction"),
+    ({"refit_share": 1.0}, "refit_share"),
+    ({"scoring": "roc_auc"}, "hard predictions"),
+    ({"scoring": {"a": "accuracy", "b": "f1"}}, "refit must be the name"),
+    ({"scoring": "accuracy", "refit": "accuracy"}, "single metric"),
+])
+def test_bad_parameters(data, kwargs, match):
+    X, y, _ = data
+    with pytest.raises(ValueError, match=match):
+        _search(**kwargs).fit(X, y)
+
+
+def test_bad_estimators(data):
+    X, y, _ = data
+    with pytest.raises(ValueError, match="sets every step's epsilon"):
+        PrivateGridSearchCV(_clf(), {"epsilon": [0.5, 1.0]}).fit(X, y)
+    with pytest.raises(ValueError, match="not differentially private"):
+        PrivateGridSearchCV(Pipeline([("s", StandardScaler()), ("c", _clf())]),
+                            {"c__learning_rate": [1.0]}).fit(X, y)
+    with pytest.raises(ValueError, match="epsilon=None"):
+        PrivateGridSearchCV(_clf(epsilon=None), GRID).fit(X, y)
+    with pytest.raises(ValueError, match="no skdp step"):
+        PrivateGridSearchCV(Pipeline([("c", _Stub())]), {"c__quality": [1]}).fit(X, y)
+    with pytest.raises(ValueError, match="step_shares"):
+        PrivateGridSearchCV(_clf(), GRID, step_shares={"other": 1.0}).fit(X, y)
+
+
+class _Stub(ClassifierMixin, BaseEstimator):
+    def __init__(self, quality=1):
+        self.quality = quality
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.classes_[0])
+
+
+# ------------------------------------------------------------ sklearn checks
+def _expected_failures(estimator):
+    return {}  # every check passes with a seeded search
+
+
+@parametrize_with_checks(
+    [PrivateGridSearchCV(DPSGDClassifier(batch_size=8, max_epochs=3, random_state=0),
+                         {"learning_rate": [0.5, 1.0]}, epsilon=4.0, refit_share=0.0,
+                         random_state=0)],
+    expected_failed_checks=_expected_failures,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+# ------------------------------------------------------------ privacy_spent
+def test_privacy_spent_cross_validate(data):
+    X, y, _ = data
+    cv = cross_validate(_clf(), X, y, cv=3, return_estimator=True)
+    with pytest.warns(PrivacyLeakWarning, match="NOT covered"):
+        total = privacy_spent(cv)
+    events = [est.dp_event_ for est in cv["estimator"]]
+    fresh = make_accountant("pld").compose(dpa.ComposedDpEvent(events)).get_epsilon(3e-5)
+    assert total.exact and total.n_fits == 3
+    assert total.epsilon == pytest.approx(fresh)
+    assert cv["estimator"][0].epsilon_ < total.epsilon < 3 * cv["estimator"][0].epsilon_
+
+
+def test_privacy_spent_grid_search(data):
+    X, y, _ = data
+    search = GridSearchCV(_clf(), GRID, cv=3).fit(X, y)
+    with pytest.warns(PrivacyLeakWarning, match="selection"):
+        total = privacy_spent(search)
+    assert not total.exact and total.dp_event is None
+    assert total.n_fits == 2 * 3 + 1
+    assert search.best_estimator_.epsilon_ * 3 < total.epsilon <= 7 * 1.0 + 1e-6
+    with pytest.raises(ValueError, match="return_estimator"):
+        privacy_spent({"test_score": np.zeros(3)}, warn=False)
+    with pytest.raises(ValueError, match="cross_validate"):
+        privacy_spent(_clf(), warn=False)
+
+
+# ------------------------------------------------------------ make_preprocessor
+BOUNDS = {"age": (17, 90), "fnlwgt": (0, 1.5e6), "education-num": (1, 16),
+          "capital-gain": (0, 99999), "capital-loss": (0, 5000), "hours-per-week": (1, 99)}
+
+
+@pytest.fixture(scope="module")
+def adult():
+    return fetch_adult(as_frame=True)
+
+
+def test_make_preprocessor_private(adult):
+    pre = make_preprocessor(adult, bounds=BOUNDS, categories="schema", epsilon=0.2,
+                            random_state=0)
+    scaler, encoder = pre.transformers[0][1], pre.transformers[1][1]
+    assert isinstance(scaler, DPStandardScaler) and scaler.epsilon == 0.2
+    assert scaler.delta == 1e-6
+    assert isinstance(encoder, DPOneHotEncoder) and not isinstance(encoder.categories, str)
+    pre.fit(adult.data.head(3000))
+    assert spent(pre).epsilon <= 0.2
+
+    pre = make_preprocessor(adult, bounds=BOUNDS, epsilon=0.2, delta=1e-7, random_state=0)
+    scaler, encoder = pre.transformers[0][1], pre.transformers[1][1]
+    assert scaler.epsilon == encoder.epsilon == 0.1
+    assert encoder.categories == "private" and encoder.candidate_categories is not None
+    assert encoder.delta == 1e-7
+    pre.fit(adult.data.head(3000))
+    assert spent(pre, delta=1e-7 * 2).epsilon <= 0.2
+
+
+def test_make_preprocessor_private_errors(adult):
+    with pytest.raises(ValueError, match="public"):
+        make_preprocessor(adult, epsilon=0.1)
+    with pytest.raises(ValueError, match="epsilon"):
+        make_preprocessor(adult, bounds=BOUNDS, epsilon=-1.0)
+    with pytest.raises(ValueError, match="delta"):
+        make_preprocessor(adult, bounds=BOUNDS, epsilon=1.0, delta=0)
+    # the default is unchanged: scikit-learn steps
+    default = make_preprocessor(adult)
+    assert isinstance(default.transformers[0][1], StandardScaler)
+
+
+def test_private_pipeline_search_on_adult_sample(adult):
+    """A private pipeline from make_preprocessor, searched privately."""
+    sample = adult.data.head(4000)
+    pipe = Pipeline([
+        ("pre", make_preprocessor(adult, bounds=BOUNDS, categories="schema", epsilon=0.1,
+                                  random_state=0)),
+        ("clf", DPSGDClassifier(batch_size=200, max_epochs=2, random_state=0)),
+    ])
+    search = PrivateGridSearchCV(pipe, {"clf__learning_rate": [0.3, 1.0]}, random_state=0)
+    search.fit(sample, adult.target[:4000])
+    assert set(search.budget_split_["candidate_epsilons"][0]) == {
+        "pre__num__epsilon", "clf__epsilon"}
+    assert search.epsilon_ <= 1.0
+    assert search.score(sample, adult.target[:4000]) > 0.75
+
+
+def test_budget_overshoot_is_redone_before_release(data, monkeypatch):
+    """If the GDP split over-allocates, the fits are redone with a smaller
+    share before anything is released, and the budget holds."""
+    from skdp.model_selection import _budget
+
+    generous = _budget.gdp_epsilon
+    monkeypatch.setattr(_budget, "gdp_epsilon", lambda mu, delta: 1.6 * generous(mu, delta))
+    X, y, _ = data
+    search = _search(refit_share=0.0).fit(X, y)
+    assert search.budget_split_["training_part"]["epsilon"] <= 1.0
+    assert search.epsilon_ <= 1.0
+
+
+def test_refit_false_keeps_no_model(data):
+    X, y, _ = data
+    search = _search(refit=False).fit(X, y)
+    assert not hasattr(search, "best_estimator_")
+    assert search.best_index_ == int(np.argmax(search.cv_results_["mean_test_score"]))
+    assert search.budget_split_["shares"]["refit"] == 0.0
+    with pytest.raises(AttributeError):
+        search.predict(X)
