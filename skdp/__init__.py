@@ -1,9 +1,9 @@
 """skdp: differentially private scikit-learn estimators with constraints."""
 
-from .fairness import DPRateConstrainedClassifier
+from .fairness import DPFERMIClassifier, DPRateConstrainedClassifier
 from .linear_model import DPSGDClassifier, DPSGDRegressor
 from .robust import DPDROClassifier, DPDRORegressor
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["DPDROClassifier", "DPDRORegressor", "DPRateConstrainedClassifier", "DPSGDClassifier", "DPSGDRegressor", "__version__"]
+__all__ = ["DPDROClassifier", "DPDRORegressor", "DPFERMIClassifier", "DPRateConstrainedClassifier", "DPSGDClassifier", "DPSGDRegressor", "__version__"]

@@ -20,6 +20,7 @@ from ._base import get_data_home, make_preprocessor
 from ._compas import fetch_compas
 from ._german import fetch_german
 from ._robust import make_imbalanced_digits, make_rare_subpopulation
+from ._silos import make_silos
 from ._synthetic import make_fair_classification
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "make_imbalanced_digits",
     "make_rare_subpopulation",
     "make_preprocessor",
+    "make_silos",
 ]

@@ -9,12 +9,14 @@ from ._builders import (
     PositiveRateBound,
 )
 from ._compiled import CompiledConstraints, make_constraints
+from ._dp_fermi import DPFERMIClassifier
 from ._rate_constraint import RateConstraint
 from ._rate_constrained import DPRateConstrainedClassifier
 from ._subsets import Subset
 
 __all__ = [
     "CompiledConstraints",
+    "DPFERMIClassifier",
     "DPRateConstrainedClassifier",
     "DemographicParity",
     "EqualOpportunity",

@@ -1,0 +1,806 @@
+"""DPFERMIClassifier: DP-FERMI / SteFFLe behind a scikit-learn interface."""
+
+import math
+import time
+import warnings
+from dataclasses import replace
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .._base import BaseDPClassifier, split_sensitive_columns
+from .._groups import _is_dataframe, encode_groups, select_columns
+from ..privacy import (
+    BatchReleases,
+    InitialRelease,
+    PrivacyBudgetError,
+    Release,
+    ReleasePlan,
+    silo_summary,
+)
+from ._ermi import (
+    FAIRNESS_NOTIONS,
+    default_w_radius,
+    ermi,
+    fairness_strata,
+    record_cells,
+    w_gradient_clip,
+    w_gradient_replace_sensitivity,
+)
+from ._fermi import (
+    PRIVACY_UNITS,
+    SCHEDULES,
+    FermiConfig,
+    FermiNoise,
+    priors_from_counts,
+    silo_generators,
+    silo_group_counts,
+    theorem_3_3_noise,
+    train_fermi,
+)
+
+#: Shares of each round's privacy (GDP ``mu^2``) per release: the model
+#: gradient, the W-gradient and the monitoring vector.
+_THETA_SHARE, _W_SHARE, _MONITOR_SHARE = 0.78, 0.2, 0.02
+
+#: Share of the whole budget (GDP ``mu^2``) spent on the one-off noisy group
+#: counts behind ``group_priors="private"``.
+_PRIOR_SHARE = 0.02
+
+#: Per-record clamps of the monitored loss and psi values.
+_LOSS_BOUND, _PSI_BOUND = 5.0, 2.0
+
+
+def _release_sensitivities(privacy_unit, max_grad_norm):
+    """Sensitivities of the releases in the release plan's units, and the
+    plan's neighbouring relation.
+
+    The W-gradient sum is released divided by a per-record bound that
+    depends on the group priors (``w_scale`` of :func:`_w_scale`), so its
+    sensitivity is 1 whatever the priors: the plan can be calibrated before
+    the priors are released, and its noise is then multiplied back.
+
+    ``"record"``: add/remove-one records. The clipped model-gradient sum
+    moves by ``max_grad_norm``, the scaled W-gradient sum by 1, the
+    monitoring sum (three coordinates in [-1, 1]) by ``sqrt(3)`` and the
+    histogram of group counts by 1.
+
+    ``"sensitive_attribute"``: one record's group is replaced (features and
+    label are public). The plan doubles every sensitivity under
+    ``"replace"``, so each is half its replace-one bound: ``psi``'s clipped
+    gradient sum moves by ``2 C`` (passed ``C``), the scaled W-gradient sum
+    by 1, the monitoring sum by at most ``2 sqrt(3)`` and the counts by
+    ``sqrt(2)`` (one count down, one up).
+    """
+    if privacy_unit == "record":
+        return {"theta": max_grad_norm, "w": 1.0, "monitor": math.sqrt(3.0),
+                "group_counts": 1.0}, "add_remove"
+    return {"theta": max_grad_norm, "w": 0.5, "monitor": math.sqrt(3.0),
+            "group_counts": math.sqrt(2.0) / 2.0}, "replace"
+
+
+def _w_scale(privacy_unit, priors, w_clip):
+    """The bound by which the W-gradient sum is divided before release: the
+    per-record clipping bound (``"record"``), or the change of one record's
+    W-gradient when its group is replaced (``"sensitive_attribute"``)."""
+    if privacy_unit == "record":
+        return w_clip
+    return max(w_gradient_replace_sensitivity(priors), 1e-12)
+
+
+class DPFERMIClassifier(BaseDPClassifier):
+    """Fair classifier trained privately from one or several data silos.
+
+    Implements DP-FERMI and its federated form SteFFLe (Gupta, Poornash,
+    Lowy & Razaviyayn, "A Stochastic Optimization Framework for Private and
+    Fair Learning From Decentralized Data"): noisy stochastic gradient
+    descent-ascent on ::
+
+        min_theta max_W  mean_i [ loss(theta; x_i, y_i) + lam * psi_i(theta, W) ]
+
+    whose inner maximum is ``loss + lam * ERMI``: ERMI (exponential Renyi
+    mutual information) is the chi-squared divergence between the joint
+    law of the (soft) prediction and the sensitive group and the product of
+    their marginals -- conditionally on the label for equalized odds and
+    equal opportunity. It is 0 exactly when predictions are independent of
+    the group. Written with the dual matrix ``W``, every term is an
+    average over records, so minibatch gradients are unbiased. See
+    :ref:`fermi`.
+
+    With several silos (``silo_ids``), each silo samples its own Poisson
+    batches, computes its clipped gradient sums, adds noise calibrated to its
+    own record count from its own random generator and sends them; the
+    server averages the messages weighted by silo size and updates the model
+    and ``W``. One silo is centralized DP-FERMI.
+
+    Privacy is per silo (inter-silo record-level DP, ISRL-DP): each silo's
+    messages over the whole run are ``(epsilon, delta)``-DP with respect to
+    its own records, whatever the other silos do. By default the unit is a
+    whole record (features, label and group; add/remove-one): every gradient
+    that touches a record -- the model gradient of the loss and the ERMI
+    term, and the W-gradient -- is clipped and noised, and the releases of a
+    round are accounted as one mechanism. Silo sizes are treated as public.
+
+    Parameters
+    ----------
+    fairness : {"demographic_parity", "equalized_odds", "equal_opportunity"}, \
+            default="demographic_parity"
+        Independence penalized: prediction and group (demographic parity),
+        given each label (equalized odds, one dual matrix per class) or
+        given the label ``classes_[1]`` (equal opportunity). Any number of
+        classes and groups.
+    lam : float, default=1.0
+        Weight of the ERMI term; 0 gives (private) logistic regression and
+        larger values trade accuracy for fairness.
+    epsilon : float or None, default=1.0
+        Privacy budget of each silo. ``None`` trains without noise (clipping
+        still applies), for reference.
+    delta : float, default=1e-5
+        Keep it well below ``1 / n_j`` of the smallest silo.
+    privacy_unit : {"record", "sensitive_attribute"}, default="record"
+        ``"record"``: whole records are protected. ``"sensitive_attribute"``:
+        the paper's weaker notion -- features and labels are public, only
+        the group of a record is protected (replace-one); the loss gradient
+        is used exactly and only the ERMI gradients are clipped and noised.
+        The fitted ``privacy_unit_`` names the notion.
+    noise_calibration : {"accountant", "paper"}, default="accountant"
+        ``"accountant"``: noise calibrated by dp-accounting so that every
+        silo meets the budget. ``"paper"``: the closed form of the paper's
+        Theorem 3.3 for the model and W-gradient noise (reproduction only;
+        a warning says so). ``epsilon_`` is always the accountant's value for
+        the noise that ran, and may exceed ``epsilon`` in ``"paper"`` mode.
+    group_priors : "private", array-like or dict, default="private"
+        Group frequencies ``P(s)`` (``P(s | y)`` for equalized odds and
+        equal opportunity) that enter ERMI and the W-gradient bound.
+        ``"private"`` estimates them from noisy per-silo group counts
+        released before training with 2 % of the budget (accounted). Public
+        priors: for demographic parity and equal opportunity an array of
+        shape (n_groups,) in ``groups_`` order or a dict ``{group: p}``; for
+        equalized odds an array of shape (n_classes, n_groups) (rows in
+        ``classes_`` order, each summing to 1) or a dict ``{class: {group:
+        p}}``. With ``epsilon=None``, ``"private"`` uses the exact
+        frequencies.
+    max_grad_norm : float, default=4.0
+        Clipping bound C of each record's model gradient (of ``loss + lam *
+        psi``; of ``psi`` alone with ``privacy_unit="sensitive_attribute"``).
+    w_radius : float or "auto", default="auto"
+        Frobenius radius of each dual matrix. ``"auto"`` uses
+        ``sqrt(n_classes / min prior)``, which holds the exact maximizer for
+        every model. Each record's W-gradient is clipped to ``w_clip_ = 2 /
+        sqrt(min prior)``, computed from the released (or public) priors.
+    batch_size : int or "auto", default="auto"
+        Expected Poisson batch size of each silo (its sampling rate is
+        ``batch_size / n_j``). ``"auto"``: every silo samples at the rate
+        ``q = min(n // 4, max(64, round(12 * sqrt(n)))) / n`` with ``n`` all
+        records (about 2,200 / 32,500 on Adult), so that N silos run as many
+        rounds as one, each with an expected batch of ``q * n_j``.
+    sample_rate : float in (0, 1] or None, default=None
+        Sampling rate of every silo instead of ``batch_size``.
+    max_epochs : float, default=10
+        Training length in expected passes over the data (over an average
+        silo with an integer ``batch_size``).
+    max_steps : int or None, default=None
+        Number of rounds; overrides ``max_epochs``.
+    learning_rate : float, default=1.0
+        Model step size (on the server's averaged noisy gradient).
+    schedule : {"constant", "cosine", "step"}, default="cosine"
+        Step-size schedule: constant, cosine decay to 0, or times 0.8 after
+        each tenth of the rounds (the paper's decay).
+    momentum : float, default=0.5
+        Heavy-ball momentum of the ``"sgd"`` model step (post-processing).
+    optimizer : {"sgd", "adam"}, default="sgd"
+    w_learning_rate : float, default=0.5
+        Ascent step size of ``W`` on the averaged noisy W-gradient of
+        ``psi``.
+    return_iterate : {"average", "last"}, default="average"
+        The model returned: the average of the parameters over the final
+        ``averaging`` fraction of rounds (post-processing), or the last one.
+    averaging : float in [0, 1], default=0.5
+    accountant : {"pld", "rdp"}, default="pld"
+    hidden_layer_sizes : tuple of int, default=()
+        Hidden layers of an MLP; empty gives (multinomial) logistic regression
+        with closed-form per-record gradients.
+    module : callable or None, default=None
+        ``module(n_features, n_classes) -> torch.nn.Module`` returning logits
+        (no BatchNorm, no dropout); trained through ``torch.func``.
+    sensitive_columns : str, int or list, default=None
+        Columns of X holding the group, used when ``sensitive_features`` is
+        not passed to ``fit`` and removed from the inputs (also when
+        predicting): the way to use the estimator without metadata routing.
+    sensitive_groups : array-like or None, default=None
+        Public list of groups; ``groups_`` is then this list and other groups
+        are an error.
+    silo_column : str, int or None, default=None
+        A column of X holding each record's silo, used when ``silo_ids`` is
+        not passed to ``fit`` and removed from the inputs (also when
+        predicting). It is removed before ``sensitive_columns`` are read, so
+        integer ``sensitive_columns`` index the remaining columns.
+    random_state : int, RandomState instance or None, default=None
+        Seeds model initialization and, through ``(seed, silo)``, each silo's
+        generator.
+    secure_rng : bool, default=False
+        Each silo draws its sampling and noise from the operating system's
+        CSPRNG (not reproducible).
+    device : str, default="cpu"
+    verbose : int, default=0
+        Progress lines show only noisy (private) quantities.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    groups_ : ndarray or None
+        Groups seen in ``fit`` (or ``sensitive_groups``).
+    coef_, intercept_ : ndarray
+        Linear model (scikit-learn layout); ``module_state_`` for MLPs.
+    W_ : ndarray of shape (n_groups, n_classes) or (n_classes, n_groups, n_classes)
+        Final dual matrix (one per class for equalized odds).
+    group_priors_ : ndarray of shape (n_strata, n_groups)
+        Priors used: released noisy estimates (``"private"``) or the public
+        ones. Rows are strata: one for demographic parity and equal
+        opportunity, one per class for equalized odds.
+    w_radius_, w_clip_ : float
+        Dual radius and the per-record W-gradient clipping bound.
+    n_silos_ : int
+    silos_ : ndarray of shape (n_silos_,)
+        Silo labels, in the order of the per-silo attributes.
+    silo_sizes_ : ndarray of shape (n_silos_,)
+        Records per silo. Treated as public: silos are institutions that
+        publish their sizes; the sampling rates and the server's weights
+        depend on them.
+    silo_epsilons_ : ndarray of shape (n_silos_,)
+        Each silo's epsilon from a fresh dp-accounting accountant on its
+        event (inf when ``epsilon=None``).
+    silo_dp_events_ : list of dp_accounting.DpEvent
+        Each silo's accounted event: the one-off noisy counts (with
+        ``group_priors="private"``) composed with ``n_steps_`` Poisson-sampled
+        Gaussian rounds that dominate its three releases per round.
+    epsilon_ : float
+        ``max(silo_epsilons_)``: the guarantee for every record.
+    delta_ : float
+    dp_event_ : dp_accounting.DpEvent
+        The event whose epsilon is ``epsilon_``.
+    accountant_ : str
+    privacy_report_ : skdp.privacy.PrivacyReport
+        Report of that silo (noise of each release by name: ``"theta"``,
+        ``"w"``, ``"monitor"``, ``"group_counts"``).
+    silo_privacy_reports_ : list of PrivacyReport
+    privacy_unit_ : str
+        ``"record"`` or ``"sensitive_attribute"`` (the weaker notion).
+    noise_calibration_ : str
+    n_steps_ : int
+        Rounds run.
+    sampling_rates_, batch_sizes_ : ndarray of shape (n_silos_,)
+        Each silo's Poisson rate and expected batch size.
+    history_ : dict of ndarray
+        Per round: ``"loss"`` (mean cross-entropy, clamped at 5 per record),
+        ``"fairness"`` (mean ``psi``, clamped to [-2, 2] per record: the
+        batch estimate of the ERMI term at the current ``W``) and
+        ``"clipped_fraction"``, all from the silos' noisy monitoring
+        releases (accounted); ``"w_norm"`` (Frobenius norm of ``W``) and
+        ``"learning_rate"``, post-processing.
+    fit_time_ : dict
+        Seconds spent in ``"calibration"`` and ``"training"``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray
+
+    See Also
+    --------
+    skdp.DPRateConstrainedClassifier : DP training under explicit rate
+        constraints (a tolerance instead of a penalty).
+    skdp.datasets.make_silos : Split records into silos of controlled
+        heterogeneity.
+
+    Examples
+    --------
+    >>> from skdp import DPFERMIClassifier
+    >>> from skdp.datasets import make_fair_classification
+    >>> from skdp.metrics import demographic_parity_difference
+    >>> X, y, group = make_fair_classification(
+    ...     n_samples=4000, label_group_correlation=0.6, random_state=0)
+    >>> clf = DPFERMIClassifier(lam=2.0, epsilon=1.0, random_state=0)
+    >>> clf = clf.fit(X, y, sensitive_features=group)
+    >>> clf.epsilon_ <= 1.0
+    True
+    >>> gap = demographic_parity_difference(y, clf.predict(X), sensitive_features=group)
+
+    Three silos, each with its own privacy budget:
+
+    >>> silos = [0, 1, 2] * 1333 + [0]
+    >>> clf = DPFERMIClassifier(lam=2.0, random_state=0)
+    >>> clf = clf.fit(X, y, sensitive_features=group, silo_ids=silos)
+    >>> clf.n_silos_, clf.silo_sizes_.tolist()
+    (3, [1334, 1333, 1333])
+    >>> bool(clf.epsilon_ == clf.silo_epsilons_.max())
+    True
+    """
+
+    _parameter_constraints = {
+        **{
+            key: value for key, value in BaseDPClassifier._parameter_constraints.items()
+            if key not in ("noise_multiplier", "neighboring")
+        },
+        "fairness": [StrOptions(set(FAIRNESS_NOTIONS))],
+        "lam": [Interval(Real, 0, None, closed="left")],
+        "privacy_unit": [StrOptions(set(PRIVACY_UNITS))],
+        "noise_calibration": [StrOptions({"accountant", "paper"})],
+        "group_priors": [StrOptions({"private"}), "array-like", dict],
+        "w_radius": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "schedule": [StrOptions(set(SCHEDULES))],
+        "w_learning_rate": [Interval(Real, 0, None, closed="left")],
+        "return_iterate": [StrOptions({"average", "last"})],
+        "averaging": [Interval(Real, 0, 1, closed="both")],
+        "silo_column": [str, Integral, None],
+    }
+    def __init__(
+        self,
+        fairness="demographic_parity",
+        *,
+        lam=1.0,
+        epsilon=1.0,
+        delta=1e-5,
+        privacy_unit="record",
+        noise_calibration="accountant",
+        group_priors="private",
+        max_grad_norm=4.0,
+        w_radius="auto",
+        batch_size="auto",
+        sample_rate=None,
+        max_epochs=10,
+        max_steps=None,
+        learning_rate=1.0,
+        schedule="cosine",
+        momentum=0.5,
+        optimizer="sgd",
+        w_learning_rate=0.5,
+        return_iterate="average",
+        averaging=0.5,
+        accountant="pld",
+        hidden_layer_sizes=(),
+        module=None,
+        sensitive_columns=None,
+        sensitive_groups=None,
+        silo_column=None,
+        random_state=None,
+        secure_rng=False,
+        device="cpu",
+        verbose=0,
+    ):
+        self.fairness = fairness
+        self.lam = lam
+        self.epsilon = epsilon
+        self.delta = delta
+        self.privacy_unit = privacy_unit
+        self.noise_calibration = noise_calibration
+        self.group_priors = group_priors
+        self.max_grad_norm = max_grad_norm
+        self.w_radius = w_radius
+        self.batch_size = batch_size
+        self.sample_rate = sample_rate
+        self.max_epochs = max_epochs
+        self.max_steps = max_steps
+        self.learning_rate = learning_rate
+        self.schedule = schedule
+        self.momentum = momentum
+        self.optimizer = optimizer
+        self.w_learning_rate = w_learning_rate
+        self.return_iterate = return_iterate
+        self.averaging = averaging
+        self.accountant = accountant
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.module = module
+        self.sensitive_columns = sensitive_columns
+        self.sensitive_groups = sensitive_groups
+        self.silo_column = silo_column
+        self.random_state = random_state
+        self.secure_rng = secure_rng
+        self.device = device
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, *, sensitive_features=None, silo_ids=None):
+        """Train under each silo's (epsilon, delta) budget.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sensitive_features : array-like of shape (n_samples,) or (n_samples, k), default=None
+            Group of each record; several columns form intersectional groups.
+            ``None`` takes them from ``sensitive_columns``; if that is None
+            too, all records form one group and the ERMI term is vacuous (a
+            warning says so).
+        silo_ids : array-like of shape (n_samples,), default=None
+            Silo of each record (any labels). ``None`` takes them from
+            ``silo_column``; if that is None too, all records are in one silo
+            (centralized DP-FERMI).
+
+        Returns
+        -------
+        self : DPFERMIClassifier
+        """
+        self._validate_params()
+        X, from_column = self._pop_silo_column(X)
+        X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        n = X.shape[0]
+        n_classes = len(self.classes_)
+        group_codes, n_groups = self._check_groups(group_codes, n)
+        silo_codes = self._encode_silos(from_column if silo_ids is None else silo_ids, n)
+        order = np.argsort(silo_codes, kind="stable")
+        silo_codes, y_codes, group_codes, X = (
+            silo_codes[order], y_codes[order], group_codes[order], X[order]
+        )
+        sizes = np.bincount(silo_codes, minlength=self.n_silos_)
+        self.silo_sizes_ = sizes.astype(np.int64)
+        strata, n_strata = fairness_strata(self.fairness, y_codes, n_classes)
+        cells = record_cells(group_codes, strata, n_groups, n_strata)
+        self._warn_single_group_silos(group_codes, silo_codes, n_groups)
+
+        rates, batches, rounds = self._sampling(sizes)
+        generator, seed, device = self._make_generator()
+        generators = silo_generators(seed, self.n_silos_, device, secure=self.secure_rng)
+        cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
+
+        start = time.perf_counter()
+        plan = self._release_plan(rounds, rates)
+        reports = self._silo_reports(plan, sizes)
+        priors = self._priors(cells_t, sizes, n_strata, n_groups, n_classes, reports, generators)
+        self.group_priors_ = priors
+        self.w_radius_ = (
+            default_w_radius(priors, n_classes) if self.w_radius == "auto" else float(self.w_radius)
+        )
+        self.w_clip_ = w_gradient_clip(priors)
+        w_scale = _w_scale(self.privacy_unit, priors, self.w_clip_)
+        if self.noise_calibration == "paper" and self.epsilon is not None:
+            reports = self._paper_reports(plan, reports, sizes, rounds, batches, priors, w_scale)
+        calibration_time = time.perf_counter() - start
+        self._store_silo_reports(reports)
+        noise = FermiNoise()
+        if self.epsilon is not None:
+            noise = FermiNoise(
+                theta=tuple(r.scale("theta") for r in reports),
+                w=tuple(r.scale("w") * w_scale for r in reports),
+                monitor=tuple(r.scale("monitor") for r in reports),
+            )
+
+        X_t = self._to_tensor(X, device)
+        onehot = torch.nn.functional.one_hot(
+            torch.as_tensor(y_codes, device=device), n_classes
+        ).to(X_t.dtype)
+        backend = self._make_backend(X_t, n_classes, seed)
+        config = FermiConfig(
+            n_rounds=rounds, silo_sizes=tuple(int(s) for s in sizes),
+            sampling_rates=tuple(rates), lam=float(self.lam),
+            max_grad_norm=float(self.max_grad_norm), w_clip=self.w_clip_,
+            w_radius=self.w_radius_, privacy_unit=self.privacy_unit, noise=noise,
+            learning_rate=self.learning_rate, schedule=self.schedule,
+            momentum=self.momentum, optimizer=self.optimizer,
+            w_learning_rate=self.w_learning_rate,
+            averaging=self.averaging if self.return_iterate == "average" else 0.0,
+            loss_bound=_LOSS_BOUND, psi_bound=_PSI_BOUND, verbose=self.verbose,
+        )
+        priors_t = torch.as_tensor(priors, dtype=X_t.dtype, device=device)
+        start = time.perf_counter()
+        with self._training_threads(device):
+            history = train_fermi(backend, onehot, cells_t, priors_t, config, generators)
+        W = history.pop("W").cpu().numpy().astype(np.float64)
+        self.W_ = W[0] if n_strata == 1 and self.fairness != "equalized_odds" else W
+        self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
+        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
+        self._store_backend(backend)
+        self.n_steps_ = rounds
+        self.sampling_rates_ = np.asarray(rates, dtype=np.float64)
+        self.batch_sizes_ = np.asarray(batches, dtype=np.float64)
+        self.privacy_unit_ = self.privacy_unit
+        self.noise_calibration_ = self.noise_calibration
+        return self
+
+    # ------------------------------------------------------------- inputs
+    def _pop_silo_column(self, X):
+        """Take ``silo_column`` out of X; returns ``(X_without, silos)``."""
+        if self.silo_column is None:
+            return X, None
+        column = self.silo_column
+        if _is_dataframe(X) and isinstance(column, str):
+            if column not in X.columns:
+                raise ValueError(
+                    f"silo_column {column!r} is not a column of X; X has columns "
+                    f"{list(X.columns)[:20]}."
+                )
+            return X.drop(columns=[column]), np.asarray(X[column])
+        silos = np.asarray(select_columns(X, [column], name="silo_column")).reshape(-1)
+        if _is_dataframe(X):
+            return X.drop(columns=[X.columns[column]]), silos
+        X = np.asarray(X) if not hasattr(X, "shape") else X
+        keep = np.setdiff1d(np.arange(X.shape[1]), [np.mod(column, X.shape[1])])
+        return X[:, keep], silos
+
+    def _validate_predict_X(self, X):
+        X, _ = self._pop_silo_column(X)
+        return super()._validate_predict_X(X)
+
+    def _check_groups(self, group_codes, n):
+        if group_codes is None:
+            warnings.warn(
+                "No sensitive features were given, so every record is in one group and the "
+                "ERMI term is vacuous; pass sensitive_features= to fit (or set "
+                "sensitive_columns).",
+                UserWarning,
+            )
+            return np.zeros(n, dtype=np.int64), 1
+        n_groups = len(self.groups_)
+        if n_groups == 1:
+            warnings.warn(
+                f"sensitive_features holds a single group ({self.groups_[0]!r}), so the ERMI "
+                "term is vacuous.",
+                UserWarning,
+            )
+        return group_codes, n_groups
+
+    def _encode_silos(self, silo_ids, n):
+        """Silo codes in sorted label order; sets ``silos_`` and ``n_silos_``."""
+        if silo_ids is None:
+            self.silos_ = np.array([0])
+            self.n_silos_ = 1
+            return np.zeros(n, dtype=np.int64)
+        silo_ids = np.asarray(silo_ids)
+        if silo_ids.ndim != 1 or silo_ids.shape[0] != n:
+            raise ValueError(
+                f"silo_ids must have one silo label per row of X: shape ({n},); got shape "
+                f"{silo_ids.shape}."
+            )
+        try:
+            labels, codes = np.unique(silo_ids, return_inverse=True)
+        except TypeError as exc:
+            raise ValueError(f"silo_ids must hold comparable labels (ints or strings): {exc}")
+        self.silos_ = labels
+        self.n_silos_ = len(labels)
+        return codes.astype(np.int64).reshape(-1)
+
+    def _warn_single_group_silos(self, group_codes, silo_codes, n_groups):
+        if n_groups < 2 or self.n_silos_ < 2:
+            return
+        per_silo = np.zeros((self.n_silos_, n_groups), dtype=np.int64)
+        np.add.at(per_silo, (silo_codes, group_codes), 1)
+        single = np.flatnonzero((per_silo > 0).sum(1) == 1)
+        if single.size:
+            warnings.warn(
+                f"silo(s) {self.silos_[single][:5].tolist()} hold a single group: their "
+                "gradients still count towards ERMI (priors are global), but the fit may "
+                "be less stable; consider merging small silos.",
+                UserWarning,
+            )
+
+    def _sampling(self, sizes):
+        """Per-silo sampling rates and expected batches, and the round count.
+
+        ``sample_rate``, or ``batch_size="auto"``, give every silo the same
+        rate (``"auto"``: the centralized default's rate on all ``n``
+        records, so that N silos take as many rounds as one); an integer
+        ``batch_size`` is each silo's expected batch (rate ``b / n_j``).
+        """
+        n, n_min = int(sizes.sum()), int(sizes.min())
+        rate = self.sample_rate
+        if rate is None and self.batch_size == "auto":
+            rate = min(max(n // 4, 1), max(64, round(12 * math.sqrt(n)))) / n
+        if rate is not None:
+            for label, size in zip(self.silos_, sizes):
+                if rate * size < 1.0 - 1e-9:
+                    where = f"silo {label!r} has" if self.n_silos_ > 1 else "the data has"
+                    raise ValueError(
+                        f"{where} {size} records: the sampling rate {rate:.4g} gives it an "
+                        "expected batch below one record; raise sample_rate (or batch_size), "
+                        "or merge small silos."
+                    )
+            rates = [float(rate)] * len(sizes)
+            reference = float(rate)
+        else:
+            batch = int(self.batch_size)
+            too_small = [(l, s) for l, s in zip(self.silos_, sizes) if s < batch]
+            if too_small:
+                label, size = too_small[0]
+                where = f"silo {label!r} has" if self.n_silos_ > 1 else "the data has"
+                raise ValueError(
+                    f"{where} {size} records, fewer than batch_size={batch}; use batch_size "
+                    f"<= {n_min}, or merge small silos."
+                )
+            rates = [batch / float(s) for s in sizes]
+            reference = batch / float(sizes.mean())
+        if self.max_steps is not None:
+            rounds = int(self.max_steps)
+        else:
+            rounds = max(1, int(round(self.max_epochs / reference)))
+        batches = [q * s for q, s in zip(rates, sizes)]
+        if self.epsilon is not None and self.delta >= 1.0 / n_min:
+            warnings.warn(
+                f"delta={self.delta:g} is not smaller than 1/n for the smallest silo "
+                f"({n_min} records); use delta well below {1.0 / n_min:.3g}.",
+                UserWarning,
+            )
+        return rates, batches, rounds
+
+    # ------------------------------------------------------------ privacy
+    def _release_plan(self, rounds, rates):
+        """Per round on each silo's batch: the clipped model-gradient sum,
+        the scaled clipped W-gradient sum and the monitoring sum, one joint
+        mechanism; once before training (``group_priors="private"``), the
+        noisy group counts."""
+        sensitivities, neighboring = _release_sensitivities(self.privacy_unit, self.max_grad_norm)
+        if isinstance(self.batch_size, Integral) and self.sample_rate is None:
+            batch = {"batch_size": float(self.batch_size)}  # rate b / n_j in each silo
+        else:
+            batch = {"sampling_rate": float(rates[0])}
+        releases = [
+            Release("theta", sensitivity=sensitivities["theta"], share=_THETA_SHARE),
+            Release("w", sensitivity=sensitivities["w"], share=_W_SHARE),
+            Release("monitor", sensitivity=sensitivities["monitor"], share=_MONITOR_SHARE),
+        ]
+        initial = []
+        if self._private_priors():
+            initial.append(InitialRelease(
+                "group_counts", sensitivity=sensitivities["group_counts"],
+                budget_share=_PRIOR_SHARE,
+            ))
+        return ReleasePlan(
+            BatchReleases(releases, steps=rounds, **batch), initial=initial,
+            neighboring=neighboring, accountant=self.accountant,
+        )
+
+    def _private_priors(self):
+        return isinstance(self.group_priors, str) and self.group_priors == "private"
+
+    def _silo_reports(self, plan, sizes):
+        """Each silo's report: ``plan.calibrate_silos`` once per distinct
+        silo size (non-private reports when ``epsilon=None``)."""
+        if self.epsilon is None:
+            return [replace(plan, n_records=int(n)).non_private(self.delta) for n in sizes]
+        # one calibration per distinct sampling rate (silos sharing a rate
+        # share the event)
+        rate_of = {int(n): plan.batches[0].rate(int(n)) for n in sizes}
+        unique = {rate: n for n, rate in rate_of.items()}
+        try:
+            calibrated = plan.calibrate_silos(self.epsilon, self.delta, list(unique.values()))
+        except PrivacyBudgetError as exc:
+            raise PrivacyBudgetError(
+                f"epsilon={self.epsilon} cannot pay for {plan.batches[0].steps} rounds on the "
+                f"smallest silo ({int(sizes.min())} records): {exc} Raise epsilon, lower "
+                "max_epochs/max_steps, or merge small silos."
+            ) from exc
+        found = dict(zip(unique, calibrated))
+        return [found[rate_of[int(n)]] for n in sizes]
+
+    def _priors(self, cells_t, sizes, n_strata, n_groups, n_classes, reports, generators):
+        """Public priors, exact ones (non-private fits), or the server's
+        estimate from the silos' counts, noised with the plan's
+        ``"group_counts"`` scale."""
+        if not self._private_priors():
+            return self._public_priors(n_strata, n_groups, n_classes)
+        std = reports[0].scale("group_counts")  # equal for every silo
+        counts = silo_group_counts(cells_t, sizes, n_strata * n_groups, std, generators)
+        floor = 1.0 if std is not None else 1e-12
+        return priors_from_counts(counts.cpu().numpy(), n_strata, n_groups, floor=floor)
+
+    def _public_priors(self, n_strata, n_groups, n_classes):
+        priors = self.group_priors
+        groups = list(self.groups_) if self.groups_ is not None else [None]
+        conditional = self.fairness == "equalized_odds"
+        if isinstance(priors, dict):
+            if conditional:
+                rows = []
+                for label in self.classes_:
+                    if label not in priors:
+                        raise ValueError(
+                            f"group_priors has no entry for class {label!r}; equalized odds "
+                            "needs P(group | class) for every class in classes_."
+                        )
+                    rows.append(self._prior_row(priors[label], groups, f"class {label!r}"))
+                table = np.array(rows)
+            else:
+                table = self._prior_row(priors, groups, "")[None, :]
+        else:
+            table = np.asarray(priors, dtype=np.float64)
+            expected = (n_classes, n_groups) if conditional else (n_groups,)
+            if table.shape != expected:
+                raise ValueError(
+                    f"group_priors must have shape {expected} (one prior per group in groups_ "
+                    f"order{', one row per class' if conditional else ''}); got shape "
+                    f"{table.shape}."
+                )
+            table = np.atleast_2d(table)
+            for row in table:
+                self._check_distribution(row, "")
+        return table
+
+    def _prior_row(self, values, groups, where):
+        if isinstance(values, dict):
+            unknown = [g for g in values if g not in groups]
+            if unknown:
+                raise ValueError(
+                    f"group_priors{' for ' + where if where else ''} names groups {unknown[:5]} "
+                    f"that are not in the data's groups {groups[:10]}; list every possible "
+                    "group in sensitive_groups."
+                )
+            missing = [g for g in groups if g not in values]
+            if missing:
+                raise ValueError(
+                    f"group_priors{' for ' + where if where else ''} misses groups "
+                    f"{missing[:5]}; give a prior for every group in groups_."
+                )
+            row = np.array([values[g] for g in groups], dtype=np.float64)
+        else:
+            row = np.asarray(values, dtype=np.float64).reshape(-1)
+            if row.shape[0] != len(groups):
+                raise ValueError(
+                    f"group_priors{' for ' + where if where else ''} has {row.shape[0]} values "
+                    f"for {len(groups)} groups."
+                )
+        return self._check_distribution(row, where)
+
+    @staticmethod
+    def _check_distribution(row, where):
+        suffix = f" for {where}" if where else ""
+        if not np.all(np.isfinite(row)) or np.any(row <= 0) or abs(row.sum() - 1.0) > 1e-6:
+            raise ValueError(
+                f"group_priors{suffix} must be a probability distribution with every group "
+                f"positive (each prior > 0, summing to 1); got {row.tolist()}."
+            )
+        return row
+
+    def _paper_reports(self, plan, reports, sizes, rounds, batches, priors, w_scale):
+        """Reports for Theorem 3.3's noise on the model and W-gradients (the
+        other releases keep the plan's calibrated noise), as the accountant
+        certifies them."""
+        warnings.warn(
+            "noise_calibration='paper' uses the closed form of Theorem 3.3, which the "
+            "accountant does not certify (specs/fair_fl.md §3.5): epsilon_ is the accountant's "
+            "value for the noise that ran and may exceed epsilon.",
+            UserWarning,
+        )
+        paper = []
+        for report, size, batch in zip(reports, sizes, batches):
+            theta_std, w_std = theorem_3_3_noise(
+                self.epsilon, self.delta, rounds, int(size), batch, float(priors.min()),
+                self.max_grad_norm, self.w_radius_,
+            )
+            noise = {name: report.scale(name) for name in report.noise}
+            noise.update(theta=theta_std, w=w_std / w_scale)
+            paper.append(replace(plan, n_records=int(size)).account(noise, self.delta))
+        return paper
+
+    def _store_silo_reports(self, reports):
+        self.silo_privacy_reports_ = list(reports)
+        self.silo_epsilons_ = np.array([r.epsilon for r in reports], dtype=np.float64)
+        self.silo_dp_events_ = [r.dp_event for r in reports]
+        self._store_privacy_report(silo_summary(reports))
+
+    # ---------------------------------------------------------- diagnostics
+    def ermi_score(self, X, y, *, sensitive_features=None):
+        """Exact ERMI of the fitted model's soft predictions on given data.
+
+        Non-private: computed from ``X``, ``y`` and the groups, with the
+        data's own group frequencies as priors (records of groups unseen in
+        ``fit`` are left out).
+
+        Returns
+        -------
+        float
+            ``sum_m p(m) chi2_m``; 0 when predictions are independent of the
+            group (given the label for equalized odds / equal opportunity).
+        """
+        check_is_fitted(self)
+        probs = self.predict_proba(X)
+        X_rest, _ = self._pop_silo_column(X)
+        _, from_columns = split_sensitive_columns(X_rest, self.sensitive_columns)
+        if sensitive_features is None:
+            sensitive_features = from_columns
+        y = np.asarray(y)
+        if sensitive_features is None or self.groups_ is None:
+            return 0.0
+        codes, _ = encode_groups(sensitive_features, len(y), groups=self.groups_)
+        y_codes = np.searchsorted(self.classes_, y).clip(0, len(self.classes_) - 1)
+        known = (codes >= 0) & (self.classes_[y_codes] == y)
+        strata, n_strata = fairness_strata(self.fairness, y_codes[known], len(self.classes_))
+        return ermi(probs[known], codes[known], strata, len(self.groups_), n_strata)

@@ -1,0 +1,672 @@
+"""DP-FERMI / SteFFLe training: noisy stochastic gradient descent-ascent on
+``loss + lam * ERMI`` from one or several data silos (specs/fair_fl.md §2.5).
+
+The loop is split the way a federated deployment splits it:
+
+* :func:`silo_step` -- what a silo computes from the broadcast state (the
+  model, the dual tensor ``W`` and the ERMI tables) and its own Poisson
+  batch: clipped per-record sums of the model gradient, of the W-gradient
+  and of a monitoring vector, each plus the silo's own Gaussian noise,
+  divided by the silo's expected batch size. Several silos are computed in
+  one tensor pass (per-silo sums through a silo one-hot matrix, per-silo
+  noise rows); a federated engine calls it with one silo's batch.
+* :func:`server_step` -- the server's size-weighted average of the messages,
+  a descent step on the model and a projected ascent step on ``W``.
+
+Nothing here imports Flower or scikit-learn; noise scales come from the
+estimator's release plan.
+"""
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.func import functional_call, grad, vmap
+
+from .._training import TailAverage, make_optimizer
+from ..models._backends import LinearBackend
+from ..privacy import NoiseStream, PoissonSampler, SecureGenerator, clip_factors, gaussian_noise
+from ._ermi import project_frobenius, w_gradient_from_sums
+
+PRIVACY_UNITS = ("record", "sensitive_attribute")
+SCHEDULES = ("constant", "cosine", "step")
+
+
+# ------------------------------------------------------------------ config
+@dataclass(frozen=True)
+class FermiNoise:
+    """Gaussian noise standard deviations of each silo's releases, on sums.
+
+    ``theta``: on the clipped model-gradient sum (of ``loss + lam * psi``
+    for ``privacy_unit="record"``, of ``psi`` alone for
+    ``"sensitive_attribute"``); ``w``: on the clipped W-gradient sum;
+    ``monitor``: on the sum of the normalized monitoring vectors. Tuples with
+    one value per silo; None everywhere for non-private training.
+    """
+
+    theta: tuple = None
+    w: tuple = None
+    monitor: tuple = None
+
+    @property
+    def private(self):
+        return self.theta is not None
+
+
+@dataclass(frozen=True)
+class FermiConfig:
+    """Settings of one DP-FERMI run, built by the estimator.
+
+    Attributes
+    ----------
+    n_rounds : int
+        Communication rounds; one noisy gradient step each.
+    silo_sizes : tuple of int
+        Records per silo (public); records of silo ``j`` are rows
+        ``sum(silo_sizes[:j]) ...`` of the data.
+    sampling_rates : tuple of float
+        Poisson sampling rate of each silo (expected batch ``q_j * n_j``).
+    lam : float
+        Weight of the ERMI term.
+    max_grad_norm : float
+        Clipping bound C of each record's model gradient.
+    w_clip : float
+        Clipping bound of each record's W-gradient (the bound computed from
+        the released priors and ``w_radius``).
+    w_radius : float
+        Frobenius radius of each stratum's dual matrix.
+    privacy_unit : {"record", "sensitive_attribute"}
+        ``"record"``: each record's whole model gradient (loss and ERMI
+        parts) is clipped and noised. ``"sensitive_attribute"``: the loss
+        gradient is exact and only the ERMI part is clipped and noised.
+    noise : FermiNoise
+    learning_rate : float
+        Model step size.
+    schedule : {"constant", "cosine", "step"}
+        Step-size schedule over rounds: constant, cosine decay to 0, or
+        times 0.8 after every tenth of the rounds.
+    momentum : float
+    optimizer : {"sgd", "adam"}
+    w_learning_rate : float
+        Ascent step size of ``W`` on the mean W-gradient of ``psi`` (not
+        scaled by ``lam``: the maximizer of ``lam * psi`` does not depend on
+        ``lam``).
+    averaging : float
+        Fraction of final rounds whose model parameters are averaged.
+    loss_bound, psi_bound : float
+        Per-record clamps of the monitored loss and ``psi`` values.
+    verbose : int
+    """
+
+    n_rounds: int
+    silo_sizes: tuple
+    sampling_rates: tuple
+    lam: float
+    max_grad_norm: float
+    w_clip: float
+    w_radius: float
+    privacy_unit: str = "record"
+    noise: FermiNoise = FermiNoise()
+    learning_rate: float = 1.0
+    schedule: str = "constant"
+    momentum: float = 0.0
+    optimizer: str = "sgd"
+    w_learning_rate: float = 0.5
+    averaging: float = 0.0
+    loss_bound: float = 5.0
+    psi_bound: float = 2.0
+    verbose: int = 0
+
+    @property
+    def n_silos(self):
+        return len(self.silo_sizes)
+
+    @property
+    def expected_batches(self):
+        return tuple(q * n for q, n in zip(self.sampling_rates, self.silo_sizes))
+
+    @property
+    def silo_weights(self):
+        """Server weights ``n_j / n`` (public silo sizes)."""
+        total = float(sum(self.silo_sizes))
+        return tuple(n / total for n in self.silo_sizes)
+
+
+@dataclass
+class Broadcast:
+    """What the server sends each silo every round besides the model.
+
+    ``W`` (M, k, l), ``inv_sqrt`` = 1/sqrt(priors) (M, k), and ``tables``
+    (2 l, M k + 1), class-major lookups by ERMI cell: rows ``0 .. l-1`` the
+    coefficients of ``psi + 1 = <F, c>``
+    (:func:`~skdp.fairness._ermi.ermi_coefficients`), rows ``l .. 2l-1`` the
+    table of per-record W-gradient norms
+    (:func:`~skdp.fairness._ermi.w_gradient_sq_table`).
+    """
+
+    W: torch.Tensor
+    inv_sqrt: torch.Tensor
+    tables: torch.Tensor = None
+
+    def refresh(self):
+        n_strata, n_groups, n_classes = self.W.shape
+        n_cells = n_strata * n_groups
+        if self.tables is None:
+            self.tables = self.W.new_zeros((2 * n_classes, n_cells + 1))
+        inv = self.inv_sqrt.unsqueeze(-1)
+        col_sq = (self.W * self.W).sum(1, keepdim=True)
+        cross = self.W * inv * 2.0
+        # ermi_coefficients: 2 W / sqrt(pi) - |W_u|^2; w_gradient_sq_table:
+        # 1 / pi - 2 W / sqrt(pi) + |W_u|^2 (same values, fewer passes)
+        self.tables[:n_classes, :n_cells] = (cross - col_sq).view(n_cells, n_classes).T
+        self.tables[n_classes:, :n_cells] = (
+            (inv * inv - cross + col_sq).clamp_(min=0.0).view(n_cells, n_classes).T
+        )
+        return self
+
+
+@dataclass
+class SiloData:
+    """Per-record tensors of the silos' rows, class-major.
+
+    ``records`` (2 + l, n): squared norm of the bias-augmented input (linear
+    models; 0 otherwise), 1 for records in a stratum, one-hot label rows.
+    ``cells`` (n,): ERMI cell of each record.
+    """
+
+    records: torch.Tensor
+    cells: torch.Tensor
+
+    @classmethod
+    def build(cls, backend, onehot, cells, n_cells):
+        n = onehot.shape[0]
+        sq_x = onehot.new_zeros(n)
+        if isinstance(backend, LinearBackend):
+            rows, _ = backend.forward(torch.arange(n, device=onehot.device))
+            sq_x = (rows * rows).sum(1)
+        inside = (cells < n_cells).to(onehot.dtype)
+        return cls(torch.cat([sq_x[None], inside[None], onehot.T]).contiguous(), cells)
+
+
+@dataclass
+class SiloMessages:
+    """Noisy messages of ``N`` silos, each already divided by the silo's
+    expected batch size: ``theta`` (list aligned with the model parameters,
+    each with a leading silo axis), ``w`` (N, M, k, l) and ``monitor``
+    (N, 3): normalized mean loss, mean psi and clipped fraction."""
+
+    theta: list
+    w: torch.Tensor
+    monitor: torch.Tensor
+
+
+class SiloContext:
+    """Constants of the silo step for a run: ``1 / b_j`` and each release's
+    noise standard deviation per silo, as tensors (built once)."""
+
+    def __init__(self, config, n_theta_parts, dtype, device):
+        def tensor(values):
+            return torch.tensor(values, dtype=dtype, device=device)
+
+        self.inv_batches = tensor([1.0 / b for b in config.expected_batches])
+        noise = config.noise
+        self.stds = None
+        if noise.private:
+            theta = noise.theta
+            if config.privacy_unit != "record":  # the noisy psi sum is scaled by lam
+                theta = tuple(config.lam * s for s in theta)
+            self.stds = [tensor(theta)] * n_theta_parts + [tensor(noise.w), tensor(noise.monitor)]
+
+
+# ------------------------------------------------------------ randomness
+def silo_generators(seed, n_silos, device, secure=False):
+    """One generator per silo.
+
+    With ``secure=True`` each silo gets its own
+    :class:`~skdp.privacy.SecureGenerator` (the OS CSPRNG, unpredictable);
+    otherwise a torch generator seeded from ``(seed, silo)`` through numpy's
+    ``SeedSequence(seed).spawn``.
+
+    Examples
+    --------
+    >>> from skdp.fairness._fermi import silo_generators
+    >>> a, b = silo_generators(0, 2, "cpu")
+    >>> a.initial_seed() != b.initial_seed()
+    True
+    """
+    device = torch.device(device)
+    if secure:
+        return [SecureGenerator(device) for _ in range(n_silos)]
+    generators = []
+    for child in np.random.SeedSequence(int(seed)).spawn(int(n_silos)):
+        gen = torch.Generator(device=device)
+        gen.manual_seed(int(child.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
+        generators.append(gen)
+    return generators
+
+
+# ------------------------------------------------------------------ priors
+def silo_group_counts(cells, silo_sizes, n_cells, noise_std, generators):
+    """Each silo's histogram of records per cell, plus its own Gaussian noise.
+
+    Parameters
+    ----------
+    cells : long tensor of shape (n,)
+        Cell of each record (``n_cells`` for records in no stratum, not
+        counted); silos are contiguous blocks of rows.
+    silo_sizes : sequence of int
+    n_cells : int
+    noise_std : float or None
+        Standard deviation of the noise on each count (None: exact).
+    generators : list of generators, one per silo
+
+    Returns
+    -------
+    tensor of shape (n_silos, n_cells)
+    """
+    rows = []
+    for block, gen in zip(cells.split(list(silo_sizes)), generators):
+        counts = torch.bincount(block, minlength=n_cells + 1)[:n_cells].to(torch.float64)
+        if noise_std is not None:
+            counts = counts + gaussian_noise(counts, noise_std, gen).to(counts.device)
+        rows.append(counts)
+    return torch.stack(rows)
+
+
+def priors_from_counts(counts, n_strata, n_groups, floor=1.0):
+    """Server side: group priors per stratum from the silos' (noisy) counts.
+
+    Counts are summed over silos, floored at ``floor`` (noise can make them
+    negative) and normalized within each stratum.
+
+    Returns
+    -------
+    ndarray of shape (n_strata, n_groups)
+    """
+    total = np.asarray(counts, dtype=np.float64).reshape(-1, n_strata, n_groups).sum(0)
+    total = np.maximum(total, floor)
+    return total / total.sum(1, keepdims=True)
+
+
+def theorem_3_3_noise(epsilon, delta, n_rounds, silo_size, batch_size, min_prior,
+                      lipschitz, w_entry_bound):
+    """Noise of Theorem 3.3 (Gupta et al.), as standard deviations on *sums*.
+
+    The paper adds ``N(0, sigma^2)`` to batch means, with
+    ``sigma_w^2 = 16 T ln(1/delta) / (epsilon^2 n^2 rho)`` and
+    ``sigma_theta^2 = L^2 D^2 sigma_w^2``; skdp noises sums that are then
+    divided by the expected batch, so both are multiplied by ``batch_size``.
+    Reproduction only: the accountant does not certify these values
+    (specs/fair_fl.md §3.5).
+
+    Returns
+    -------
+    (theta_std, w_std) : tuple of float
+
+    Examples
+    --------
+    >>> from skdp.fairness._fermi import theorem_3_3_noise
+    >>> t, w = theorem_3_3_noise(1.0, 1e-5, 100, 1000, 100, 0.25, 1.0, 2.0)
+    >>> round(w / 100, 4), round(t / w, 4)
+    (0.2714, 2.0)
+    """
+    sigma_w = 4.0 * math.sqrt(n_rounds * math.log(1.0 / delta)) / (
+        epsilon * silo_size * math.sqrt(min_prior)
+    )
+    sigma_theta = lipschitz * w_entry_bound * sigma_w
+    return sigma_theta * batch_size, sigma_w * batch_size
+
+
+# ---------------------------------------------------------- per-record sums
+def _silo_onehot_t(batch_silo, n_silos, dtype):
+    """(N, B) indicator of each record's silo; None for one silo."""
+    if n_silos == 1:
+        return None
+    return torch.nn.functional.one_hot(batch_silo, n_silos).T.to(dtype)
+
+
+def _per_silo(values_t, segments, rows):
+    """Per-silo sums of outer products ``values_t[:, i] ⊗ rows[i]``.
+
+    ``values_t`` (l, B), ``rows`` (B, d); the batch holds the silos' records
+    in contiguous ``segments`` (lengths; None for one silo). Returns (N, l, d)
+    from one product per silo over its own columns (no masking, so the cost
+    does not grow with N).
+    """
+    if segments is None:
+        return (values_t @ rows).unsqueeze(0)
+    out = values_t.new_empty((len(segments), values_t.shape[0], rows.shape[1]))
+    start = 0
+    for j, length in enumerate(segments):
+        torch.mm(values_t[:, start:start + length], rows[start:start + length], out=out[j])
+        start += length
+    return out
+
+
+def _finite(values):
+    return values.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _linear_theta_sums(batch, sq_x, e_loss, e_psi, config, segments):
+    """Clipped per-silo model-gradient sums of a linear model (closed form).
+
+    A record's gradient of a loss of the logits is ``e ⊗ x`` with ``e`` the
+    output gradient (class-major columns), so its norm is ``|e| |x|``.
+    Returns ``(sums (N, l, d+1), squared norms of the clipped part (B,))``.
+    """
+    lam, clip = config.lam, config.max_grad_norm
+    if config.privacy_unit == "record":
+        e = e_loss.add_(e_psi, alpha=lam) if lam else e_loss
+        sq = (e * e).sum(0).mul_(sq_x)
+        scaled = _finite(e.mul_(clip_factors(sq, clip)))
+    else:
+        sq = (e_psi * e_psi).sum(0).mul_(sq_x)
+        scaled = e_loss.add_(_finite(e_psi * clip_factors(sq, clip)), alpha=lam)
+    return _per_silo(scaled, segments, batch), sq
+
+
+def _module_theta_sums(module, names, batch, onehot, coef, config, silo_onehot_t):
+    """Clipped per-silo model-gradient sums of any module (``torch.func``).
+
+    Returns ``(sums: list of (N, *shape) aligned with names, squared norms
+    of the clipped part (B,))``.
+    """
+    lam, clip = config.lam, config.max_grad_norm
+    params = {name: p.detach() for name, p in module.named_parameters() if name in names}
+    frozen = {name: p.detach() for name, p in module.named_parameters() if name not in names}
+    buffers = {name: b.detach() for name, b in module.named_buffers()}
+
+    def logits_of(params, x):
+        return functional_call(module, ({**params, **frozen}, buffers), (x.unsqueeze(0),))[0]
+
+    def loss_part(params, x, y, c):
+        return -(y * torch.log_softmax(logits_of(params, x), 0)).sum()
+
+    def psi_part(params, x, y, c):
+        return (torch.softmax(logits_of(params, x), 0) * c).sum()
+
+    def record_part(params, x, y, c):
+        return loss_part(params, x, y, c) + lam * psi_part(params, x, y, c)
+
+    n_silos = 1 if silo_onehot_t is None else silo_onehot_t.shape[0]
+    if batch.shape[0] == 0:
+        zeros = [params[n].new_zeros((n_silos, *params[n].shape)) for n in names]
+        return zeros, batch.new_zeros(0)
+    in_dims = (None, 0, 0, 0)
+    silo_t = batch.new_ones((1, batch.shape[0])) if silo_onehot_t is None else silo_onehot_t
+    clipped_fn = record_part if config.privacy_unit == "record" else psi_part
+    per_sample = vmap(grad(clipped_fn), in_dims=in_dims)(params, batch, onehot, coef)
+    sq = sum(g.flatten(1).square().sum(1) for g in per_sample.values())
+    finite = torch.isfinite(sq)
+    weights_t = silo_t * clip_factors(sq, clip)
+    sums = []
+    for name in names:
+        g = per_sample[name]
+        keep = finite.view(-1, *([1] * (g.dim() - 1)))
+        sums.append(torch.tensordot(weights_t, torch.where(keep, g, 0.0), dims=1))
+    if config.privacy_unit != "record":
+        loss_grads = vmap(grad(loss_part), in_dims=in_dims)(params, batch, onehot, coef)
+        sums = [
+            torch.tensordot(silo_t, loss_grads[name], dims=1).add_(total, alpha=lam)
+            for name, total in zip(names, sums)
+        ]
+    return sums, sq
+
+
+def _silo_sums(values_t, batch_silo, n_silos):
+    """Per-silo sums of per-record columns ``values_t`` (c, B): (N, c)."""
+    if n_silos == 1:
+        return values_t.sum(1).unsqueeze(0)
+    sums = values_t.new_zeros((values_t.shape[0], n_silos))
+    return sums.index_add_(1, batch_silo, values_t).T
+
+
+# ---------------------------------------------------------------- the steps
+def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_rows=None,
+              segments=None):
+    """Noisy messages of the silos whose Poisson batches are ``idx``.
+
+    Parameters
+    ----------
+    backend : LinearBackend or ModuleBackend
+        Holds the broadcast model parameters and the silos' feature rows.
+    idx : long tensor of shape (B,)
+        Rows of the sampled records: the silos' batches, concatenated in
+        silo order.
+    batch_silo : long tensor of shape (B,) or None
+        Silo of each sampled record, in ``0 .. N - 1`` (None for one silo).
+    data : SiloData
+        The silos' per-record tensors (labels, cells).
+    broadcast : Broadcast
+        ``W`` and the ERMI tables sent by the server.
+    config : FermiConfig
+        For the ``N`` silos computed here; a federated engine passes one
+        silo's config.
+    context : SiloContext
+    noise_rows : tensor of shape (N, P + M*k*l + 3) or None
+        Each silo's standard normal noise for this round, drawn from its own
+        generator (None: non-private).
+    segments : list of int or None
+        Number of sampled records of each silo (None for one silo).
+
+    Returns
+    -------
+    SiloMessages
+    """
+    n_silos = config.n_silos
+    if n_silos > 1 and segments is None:
+        segments = torch.bincount(batch_silo, minlength=n_silos).tolist()
+    W = broadcast.W
+    n_strata, n_groups, n_classes = W.shape
+    n_cells = n_strata * n_groups
+    batch, logits_t = backend.forward(idx)
+    dtype = logits_t.dtype
+    records = data.records.index_select(1, idx)
+    sq_x, inside, onehot_t = records[0], records[1], records[2:]
+    cells = data.cells.index_select(0, idx)
+    tables = broadcast.tables.index_select(1, cells)
+    coef_t, w_sq_t = tables[:n_classes], tables[n_classes:]
+
+    probs_t = torch.softmax(logits_t, dim=0)
+    mean_coef = (probs_t * coef_t).sum(0)
+    e_psi = probs_t * (coef_t - mean_coef)
+    p_true = (probs_t * onehot_t).sum(0)
+
+    # model gradient: clipped per-record sums per silo
+    if isinstance(backend, LinearBackend):
+        theta, sq = _linear_theta_sums(batch, sq_x, probs_t - onehot_t, e_psi, config, segments)
+        theta_sums = [theta]
+    else:
+        names = [n for n, p in backend.module.named_parameters() if p.requires_grad]
+        theta_sums, sq = _module_theta_sums(
+            backend.module, names, batch, onehot_t.T, coef_t.T, config,
+            _silo_onehot_t(batch_silo, n_silos, dtype),
+        )
+
+    # W-gradient: per-record norms in closed form, clipped, summed per cell
+    sq_w = (probs_t * probs_t * w_sq_t).sum(0).mul_(4.0)
+    weighted = probs_t * clip_factors(sq_w, config.w_clip)  # (l, B)
+    if n_silos == 1:
+        silo_cells = cells
+    else:
+        silo_cells = torch.where(cells < n_cells, batch_silo * n_cells + cells, n_silos * n_cells)
+    sums = weighted.new_zeros((n_classes, n_silos * n_cells + 1))
+    sums.index_add_(1, silo_cells, weighted)
+    cell_sums = sums[:, :-1].reshape(n_classes, n_silos, n_strata, n_groups).permute(1, 2, 3, 0)
+    w_sums = w_gradient_from_sums(cell_sums, W, broadcast.inv_sqrt)
+
+    # monitoring vector: clamped loss, clamped psi, clipped indicator
+    loss_bound, psi_bound = config.loss_bound, config.psi_bound
+    monitor_t = torch.stack([
+        p_true.clamp_(min=math.exp(-loss_bound)).log_().div_(-loss_bound),
+        (mean_coef - inside).clamp_(-psi_bound, psi_bound).div_(psi_bound),
+        (sq > config.max_grad_norm**2).to(dtype),
+    ])
+    monitor_sums = _silo_sums(monitor_t, batch_silo, n_silos)
+
+    parts = theta_sums + [w_sums, monitor_sums]
+    if noise_rows is not None:
+        offset = 0
+        for total, std in zip(parts, context.stds):
+            size = total[0].numel()
+            shape = (n_silos,) + (1,) * (total.dim() - 1)
+            total.addcmul_(noise_rows[:, offset:offset + size].view(total.shape), std.view(shape))
+            offset += size
+    for total in parts:
+        total.mul_(context.inv_batches.view((n_silos,) + (1,) * (total.dim() - 1)))
+    return SiloMessages(theta=theta_sums, w=w_sums, monitor=monitor_sums)
+
+
+def message_size(parameters, W):
+    """Length of one silo's noise row: model, W-gradient and monitor."""
+    return sum(p.numel() for p in parameters) + W.numel() + 3
+
+
+class FermiServer:
+    """Server state: the model optimizer, ``W``, the schedule and weights."""
+
+    def __init__(self, backend, broadcast, config):
+        self.backend = backend
+        self.broadcast = broadcast
+        self.config = config
+        self.optimizer = make_optimizer(
+            config.optimizer, backend.parameters, config.learning_rate, config.momentum
+        )
+        self.weights = torch.tensor(
+            config.silo_weights, dtype=broadcast.W.dtype, device=broadcast.W.device
+        )
+
+    def learning_rate(self, step):
+        cfg = self.config
+        if cfg.schedule == "cosine":
+            return cfg.learning_rate * 0.5 * (1.0 + math.cos(math.pi * step / cfg.n_rounds))
+        if cfg.schedule == "step":
+            return cfg.learning_rate * 0.8 ** (10 * step // max(cfg.n_rounds, 1))
+        return cfg.learning_rate
+
+
+def _set_learning_rate(optimizer, value):
+    if hasattr(optimizer, "optimizer"):  # torch optimizer wrapper
+        for group in optimizer.optimizer.param_groups:
+            group["lr"] = value
+    else:
+        optimizer.learning_rate = value
+
+
+def server_step(server, messages, step):
+    """Average the silos' messages (weights ``n_j / n``), step the model down
+    and ``W`` up (projected), and refresh the broadcast tables.
+
+    Returns
+    -------
+    tensor of shape (3,)
+        The weighted monitoring vector (normalized loss, psi, clipped share).
+    """
+    weights = server.weights
+    cfg = server.config
+    if cfg.n_silos == 1:  # weight 1
+        grads = [m[0] for m in messages.theta]
+        w_step, monitor = messages.w[0], messages.monitor[0]
+    else:
+        grads = [torch.tensordot(weights, m, dims=1) for m in messages.theta]
+        w_step, monitor = torch.tensordot(weights, messages.w, dims=1), weights @ messages.monitor
+    lr = server.learning_rate(step)
+    _set_learning_rate(server.optimizer, lr)
+    server.optimizer.apply(grads, 1.0)
+    W = server.broadcast.W
+    W.add_(w_step, alpha=cfg.w_learning_rate)
+    project_frobenius(W, cfg.w_radius)
+    server.broadcast.refresh()
+    return monitor
+
+
+# ------------------------------------------------------------------ the loop
+@torch.no_grad()
+def train_fermi(backend, onehot, cells, priors, config, generators):
+    """Run DP-FERMI (``N`` silos, in process) and return its history.
+
+    Parameters
+    ----------
+    backend : LinearBackend or ModuleBackend
+        Model on all rows, silos in contiguous blocks (``config.silo_sizes``).
+    onehot : tensor of shape (n, l)
+    cells : long tensor of shape (n,)
+        ERMI cell of each row.
+    priors : tensor of shape (M, k)
+        Released (or public) group priors per stratum.
+    config : FermiConfig
+    generators : list of generators, one per silo
+        Each silo's sampling and noise.
+
+    Returns
+    -------
+    dict
+        Per round: ``"loss"``, ``"fairness"`` (mean psi), ``"clipped_fraction"``
+        (all from the silos' noisy monitoring releases), ``"w_norm"``
+        (Frobenius norm of W, post-processing) and ``"learning_rate"``; plus
+        ``"W"``, the final dual tensor.
+    """
+    n, n_classes = onehot.shape
+    dtype, device = onehot.dtype, onehot.device
+    n_silos, n_rounds = config.n_silos, config.n_rounds
+    n_strata, n_groups = priors.shape
+    W = torch.zeros((n_strata, n_groups, n_classes), dtype=dtype, device=device)
+    broadcast = Broadcast(W, priors.to(dtype).rsqrt()).refresh()
+    data = SiloData.build(backend, onehot, cells, n_strata * n_groups)
+    context = SiloContext(config, len(backend.parameters), dtype, device)
+    server = FermiServer(backend, broadcast, config)
+    average = TailAverage(backend.parameters, n_rounds, config.averaging)
+    offsets = np.concatenate([[0], np.cumsum(config.silo_sizes)[:-1]]).tolist()
+    silo_of = torch.repeat_interleave(
+        torch.arange(n_silos, device=device),
+        torch.tensor(config.silo_sizes, device=device),
+    )
+    samplers = [
+        PoissonSampler(size, rate, gen).batches(n_rounds)
+        for size, rate, gen in zip(config.silo_sizes, config.sampling_rates, generators)
+    ]
+    streams = None
+    if config.noise.private:
+        size = message_size(backend.parameters, W)
+        streams = [NoiseStream(size, gen, dtype=dtype) for gen in generators]
+    bounds = torch.tensor([config.loss_bound, config.psi_bound, 1.0], dtype=dtype, device=device)
+    monitors, w_norms, rates = [], [], []
+    report_every = max(1, n_rounds // 10)
+    start = time.perf_counter()
+    for step in range(n_rounds):
+        parts = [next(s) for s in samplers]
+        if n_silos == 1:
+            idx, batch_silo, segments = parts[0], None, None
+        else:
+            idx = torch.cat([p + off for p, off in zip(parts, offsets)])
+            batch_silo = silo_of.index_select(0, idx)
+            segments = [p.numel() for p in parts]
+        noise_rows = None
+        if streams is not None:
+            noise_rows = torch.stack([s.next() for s in streams])
+        messages = silo_step(
+            backend, idx, batch_silo, data, broadcast, config, context, noise_rows, segments
+        )
+        monitors.append(server_step(server, messages, step))
+        w_norms.append(broadcast.W.norm())
+        rates.append(server.learning_rate(step))
+        average.update(step)
+        if config.verbose and ((step + 1) % report_every == 0 or step + 1 == n_rounds):
+            last = monitors[-1] * bounds
+            print(
+                f"[DP-FERMI] round {step + 1}/{n_rounds}  noisy loss {float(last[0]):.4f}  "
+                f"noisy psi {float(last[1]):+.4f}  |W| {float(w_norms[-1]):.3f}  "
+                f"elapsed {time.perf_counter() - start:.2f}s"
+            )
+    average.finalize()
+    stacked = torch.stack(monitors) * bounds if monitors else torch.zeros((0, 3), dtype=dtype)
+    return {
+        "loss": stacked[:, 0],
+        "fairness": stacked[:, 1],
+        "clipped_fraction": stacked[:, 2],
+        "w_norm": torch.stack(w_norms) if w_norms else torch.zeros(0, dtype=dtype),
+        "learning_rate": torch.tensor(rates, dtype=dtype),
+        "W": broadcast.W.clone(),
+    }
