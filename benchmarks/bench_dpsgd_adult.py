@@ -74,6 +74,7 @@ def main():
     # warm up torch kernels once (not a fit cost)
     DPSGDClassifier(epsilon=None, batch_size=BATCH, max_steps=5).fit(X_train, y_train)
 
+    print("scikit-learn LogisticRegression fits ...", flush=True)
     sk_times, sk_acc = [], []
     with threadpool_limits(1):
         for _ in range(args.repeats):
@@ -81,6 +82,7 @@ def main():
             sk_times.append(seconds)
             sk_acc.append(model.score(X_test, y_test))
 
+    print("skdp DPSGDClassifier fits ...", flush=True)
     dp_times, dp_acc, dp_eps, dp_cal = [], [], [], []
     for seed in range(args.repeats):
         _accounting._calibrate_noise_cached.cache_clear()
@@ -92,7 +94,9 @@ def main():
         dp_cal.append(clf.fit_time_["calibration"])
         dp_acc.append(clf.score(X_test, y_test))
         dp_eps.append(clf.epsilon_)
+        print(f"  seed {seed}: {seconds:.3f} s, accuracy {dp_acc[-1]:.4f}", flush=True)
 
+    print("Opacus fits ...", flush=True)
     op_times, op_acc, op_eps = [], [], []
     for seed in range(args.repeats):
         (model, steps, sigma, eps), seconds = timed(fit_opacus, X_train, y_train, steps_per_epoch, seed)
@@ -101,6 +105,7 @@ def main():
         with torch.no_grad():
             pred = model(torch.as_tensor(X_test, dtype=torch.float32)).argmax(1).numpy()
         op_acc.append(float((pred == y_test).mean()))
+        print(f"  seed {seed}: {seconds:.3f} s, accuracy {op_acc[-1]:.4f}", flush=True)
 
     sk, dp, op = median(sk_times), median(dp_times), median(op_times)
     rows = [

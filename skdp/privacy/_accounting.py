@@ -128,8 +128,27 @@ def poisson_gaussian_step(noise_multiplier, sampling_rate, *, neighboring="add_r
     )
 
 
+class _EventKey:
+    """Hashable stand-in for an event that holds lists (``ComposedDpEvent``):
+    equal when the events' reprs are, which spell out every field exactly
+    (floats repr round-trip)."""
+
+    __slots__ = ("event", "key")
+
+    def __init__(self, event):
+        self.event = event
+        self.key = repr(event)
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _EventKey) and self.key == other.key
+
+
 @lru_cache(maxsize=4096)
 def _epsilon_cached(event, delta, accountant):
+    event = event.event if isinstance(event, _EventKey) else event
     return float(make_accountant(accountant).compose(event).get_epsilon(delta))
 
 
@@ -154,9 +173,10 @@ def compute_epsilon(event, delta, accountant="pld"):
     ):
         return 0.0
     try:
-        return _epsilon_cached(event, float(delta), accountant)
+        hash(event)
     except TypeError:  # events holding lists (ComposedDpEvent) are unhashable
-        return float(make_accountant(accountant).compose(event).get_epsilon(delta))
+        event = _EventKey(event)
+    return _epsilon_cached(event, float(delta), accountant)
 
 
 def _gdp_epsilon(sigma, delta, sampling_rate, steps):
