@@ -154,7 +154,9 @@ def test_privacy_report(biased, histogram_noise):
     assert 0.99 <= clf.epsilon_ <= 1.0 or histogram_noise == "laplace" and clf.epsilon_ <= 1.0
     fresh = pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
     assert fresh.compose(clf.dp_event_).get_epsilon(clf.delta_) == clf.epsilon_
-    joint = clf.dp_event_.event.event.noise_multiplier
+    # the one-off release of the cell sizes, then the training steps
+    initial, training = clf.dp_event_.events
+    joint = training.event.event.noise_multiplier
     assert joint == pytest.approx(clf.joint_noise_multiplier_)
     # the noise actually released dominates the accounted joint mechanism
     from skdp.privacy import joint_noise_multiplier
@@ -296,9 +298,10 @@ def test_small_group_warning():
         n_samples=3000, group_weights=[0.98, 0.02], random_state=0
     )
     with pytest.warns(UserWarning, match="too few for histogram noise"):
-        DPRateConstrainedClassifier(epsilon=0.3, batch_size=100, max_epochs=2, random_state=0).fit(
-            X, y, sensitive_features=group
-        )
+        DPRateConstrainedClassifier(
+            epsilon=0.3, batch_size=100, max_epochs=2, denominator="histogram",
+            small_group_threshold=None, random_state=0,
+        ).fit(X, y, sensitive_features=group)
 
 
 def test_heavy_clipping_warning(biased):
@@ -311,7 +314,9 @@ def test_heavy_clipping_warning(biased):
 
 def test_history_histogram_is_the_released_one(biased):
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=1, random_state=0)
+    clf = DPRateConstrainedClassifier(
+        epsilon=1.0, max_epochs=1, denominator="histogram", random_state=0
+    )
     clf.fit(X, y, sensitive_features=group)
     hist = clf.history_["histogram"]
     assert hist.shape == (clf.n_steps_, clf.constraints_.n_cells + 1, 2)
@@ -402,8 +407,11 @@ def test_clipped_count_noise_has_the_stated_scale(biased):
     X, y, group = biased
     noise = RacoNoise(gradient=2.0, histogram=7.0, clip_count=30.0)
     _, history = _raco_run(X[:2000], y[:2000], group[:2000], noise, max_grad_norm=float("inf"))
-    counts = (history["clipped_fraction"] * history["batch_size"].clamp_min(1.0)).numpy()
+    counts = history["clipped_count"].numpy()
     assert np.std(counts) == pytest.approx(30.0, rel=0.1)
+    # the fraction divides by the public expected batch size and stays in [0, 1]
+    fraction = history["clipped_fraction"].numpy()
+    np.testing.assert_allclose(fraction, np.clip(counts / (0.1 * 2000), 0.0, 1.0), rtol=1e-6)
 
 
 def test_gradient_noise_has_the_stated_scale(biased):
@@ -663,7 +671,7 @@ def test_one_huge_record_cannot_break_the_fit(biased, estimator):
     if estimator == "dpsgd":
         clf = DPSGDClassifier(epsilon=1.0, max_epochs=2, random_state=0).fit(X, y)
     else:
-        clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=2, random_state=0).fit(
+        clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=4, random_state=0).fit(
             X, y, sensitive_features=group)
     assert np.isfinite(clf.coef_).all()
     assert clf.score(X[30:], y[30:]) > 0.6
@@ -676,3 +684,130 @@ def test_checkpoints_are_at_most_twenty(biased):
             epsilon=1.0, max_steps=39, return_iterate="best_checkpoint", random_state=0
         ).fit(X, y, sensitive_features=group)
     assert clf.checkpoint_step_ % 2 == 0 or clf.checkpoint_step_ == 39
+
+
+# ------------------------------------------------------ many small groups (issue 14)
+@pytest.fixture(scope="module")
+def small_groups():
+    """Two large groups and two tiny ones (about 10-20 records per batch)."""
+    X, y, group = make_fair_classification(
+        n_samples=8000, n_features=8, n_groups=4, group_weights=[0.8, 0.15, 0.03, 0.02],
+        label_group_correlation=0.4, random_state=0,
+    )
+    return X, y, group
+
+
+def test_small_groups_are_left_out_privately(small_groups):
+    import dp_accounting as dpa
+
+    from skdp.fairness._rate_constrained import _set_noise_ratio
+
+    X, y, group = small_groups
+    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=5, random_state=0)
+    with pytest.warns(UserWarning, match=r"too small to constrain.*\[2, 3\]"):
+        clf.fit(X, y, sensitive_features=group)
+    np.testing.assert_array_equal(clf.excluded_groups_, [2, 3])
+    assert clf.excluded_constraints_ == [f"DP[group={z}, class={k}]" for z in (2, 3) for k in (0, 1)]
+    assert clf.constraint_names_ == [f"DP[group={z}, class={k}]" for z in (0, 1) for k in (0, 1)]
+    assert clf.lambda_.shape == (4,) and clf.constraint_values(
+        X, y, sensitive_features=group).shape == (4,)
+    # decided from the noisy one-off sizes, which are accounted before training
+    initial, training = clf.dp_event_.events
+    assert isinstance(initial, dpa.GaussianDpEvent) and training.count == clf.n_steps_
+    assert clf.epsilon_ <= 1.0
+    noisy = clf.sampling_rate_ * np.bincount(group)
+    assert not np.allclose(clf.expected_sizes_[[0, 2, 4, 6]], noisy)  # Z=z sets: noisy
+    np.testing.assert_allclose(clf.expected_sizes_[[0, 2, 4, 6]], noisy, rtol=0.2, atol=3)
+    noise = RacoNoise(gradient=clf.noise_multiplier_, histogram=clf.histogram_noise_scale_)
+    ratio = _set_noise_ratio(clf.constraints_, clf.expected_sizes_, noise)
+    assert np.all(ratio[[4, 6]] < 3.0) and np.all(ratio[[0, 2]] >= 3.0)
+    # a useful classifier, not a constant one
+    assert 0.1 < clf.prediction_shares_[1] < 0.9
+    assert 0.15 < np.mean(clf.predict(X)) < 0.85
+    assert clf.score(X, y) > 0.75
+    assert clf.constraints_met_ is False  # some requested constraints were not enforced
+
+
+def test_enforcing_tiny_groups_collapses_and_is_flagged(small_groups):
+    """The pre-issue-14 behaviour: every group constrained, noisy denominators.
+    The fit collapses to a constant and says so."""
+    X, y, group = small_groups
+    clf = DPRateConstrainedClassifier(
+        epsilon=1.0, max_epochs=5, small_group_threshold=None, denominator="histogram",
+        random_state=0,
+    )
+    with pytest.warns(UserWarning, match="constant classifier"):
+        clf.fit(X, y, sensitive_features=group)
+    assert clf.excluded_groups_.size == 0 and len(clf.constraint_names_) == 8
+    assert clf.prediction_shares_.max() > 0.99
+
+
+def test_small_group_threshold_none_warns_and_keeps(small_groups):
+    X, y, group = small_groups
+    with pytest.warns(UserWarning, match="small_group_threshold=None.*'Z=2'"):
+        clf = DPRateConstrainedClassifier(
+            epsilon=1.0, max_epochs=1, small_group_threshold=None, random_state=0
+        ).fit(X, y, sensitive_features=group)
+    assert clf.excluded_constraints_ == [] and len(clf.constraint_names_) == 8
+
+
+def test_nothing_left_out_without_privacy(small_groups):
+    X, y, group = small_groups
+    clf = DPRateConstrainedClassifier(epsilon=None, max_epochs=1, random_state=0).fit(
+        X, y, sensitive_features=group)
+    assert clf.excluded_groups_.size == 0 and len(clf.constraint_names_) == 8
+    np.testing.assert_allclose(
+        clf.expected_sizes_[[0, 2, 4, 6]], clf.sampling_rate_ * np.bincount(group))
+
+
+def test_all_constraints_left_out_trains_unconstrained():
+    X, y, group = make_fair_classification(n_samples=3000, group_weights=[0.99, 0.01],
+                                           random_state=0)
+    with pytest.warns(UserWarning, match="0 are enforced"):
+        clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=2, random_state=0).fit(
+            X, y, sensitive_features=group)
+    assert clf.constraint_names_ == [] and clf.lambda_.shape == (0,)
+    assert not clf.constraints_met_ and np.isfinite(clf.coef_).all()
+
+
+def test_unmet_tolerance_is_flagged():
+    from skdp.fairness import FalseNegativeRate, FalsePositiveRate
+
+    X, y, group = make_fair_classification(n_samples=3000, random_state=2)
+    clf = DPRateConstrainedClassifier(
+        constraint=[FalseNegativeRate(0.0), FalsePositiveRate(0.0)], epsilon=1.0,
+        max_epochs=4, random_state=0,
+    )
+    with pytest.warns(UserWarning, match=r"Constraints not met.*FNR\[class=1\]: \+0\.\d+"):
+        clf.fit(X, y, sensitive_features=group)
+    assert clf.constraints_met_ is False
+    assert clf.noisy_violation_.shape == (2,) and clf.noisy_violation_.max() > 0.1
+    # a satisfiable tolerance is not flagged
+    easy = DPRateConstrainedClassifier(tolerance=0.3, epsilon=1.0, max_epochs=4, random_state=0)
+    easy.fit(X, y, sensitive_features=group)
+    assert easy.constraints_met_ is True
+
+
+def test_constant_classifier_is_flagged(biased):
+    from skdp.fairness import PositiveRateBound
+
+    X, y, group = biased
+    with pytest.warns(UserWarning, match=r"predicts class 0 for about 99\.\d%|100\.0%"):
+        clf = DPRateConstrainedClassifier(
+            constraint=PositiveRateBound(upper=0.0), epsilon=None, max_epochs=3, random_state=0
+        ).fit(X, y, sensitive_features=group)
+    assert clf.prediction_shares_[0] >= 0.99
+
+
+def test_clipped_percentage_is_a_percentage(biased):
+    import re
+
+    X, y, group = biased
+    with pytest.warns(UserWarning, match="Raise max_grad_norm") as record:
+        DPRateConstrainedClassifier(
+            tolerance=0.0, max_grad_norm=0.01, epsilon=0.5, batch_size=40, max_steps=60,
+            random_state=0,
+        ).fit(X, y, sensitive_features=group)
+    (message,) = [str(w.message) for w in record if "max_grad_norm" in str(w.message)]
+    percent = int(re.search(r"About (\d+)%", message).group(1))
+    assert 50 < percent <= 100

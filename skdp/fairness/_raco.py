@@ -126,6 +126,16 @@ class RacoNoise:
     def private(self):
         return self.gradient is not None
 
+    @property
+    def histogram_std(self):
+        """Standard deviation of the noise on each histogram count (None
+        without privacy): the Gaussian std, or ``sqrt(2)`` times the Laplace
+        scale."""
+        if self.histogram is None:
+            return None
+        factor = 2.0**0.5 if self.histogram_mechanism == "laplace" else 1.0
+        return self.histogram * factor
+
 
 def project_l1_orthant(values, radius):
     """Euclidean projection onto ``{lam >= 0, sum(lam) <= radius}``.
@@ -254,7 +264,9 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
     -------
     dict of tensors, one row per step: ``"lambda"`` (T, J), ``"constraint_values"``
     (T, J) noisy Γ - γ, ``"batch_size"`` (T,) noisy, ``"clipped_fraction"`` (T,)
-    noisy, ``"denominators"`` (T, M) noisy local-set sizes, ``"histogram"``
+    noisy count of clipped records over the expected batch size, clamped to
+    [0, 1], ``"clipped_count"`` (T,) the noisy count itself,
+    ``"denominators"`` (T, M) noisy local-set sizes, ``"histogram"``
     (T, Q + 1, K) the noisy histogram released (last cell: records no
     constraint uses).
     """
@@ -368,7 +380,10 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
         "constraint_values": torch.stack(values_seen),
         "denominators": torch.stack(sizes_seen),
         "batch_size": batch_size,
-        "clipped_fraction": clipped / batch_size.clamp_min(1.0),
+        # noisy count over the (public) expected batch size, not over the
+        # noisy one: a ratio of two noisy counts can leave [0, 1] by far
+        "clipped_fraction": (clipped / expected_batch).clamp(0.0, 1.0),
+        "clipped_count": clipped,
         "histogram": hist_all,
     }
     if config.record_gradient_norms:

@@ -21,7 +21,7 @@ from ..privacy import (
     ReleasePlan,
     gaussian_noise,
 )
-from ._compiled import make_constraints
+from ._compiled import CompiledConstraints, make_constraints
 from ._rates import evaluate_constraints, evaluate_hard_constraints
 from ._raco import RacoConfig, RacoNoise, train_raco
 
@@ -35,6 +35,51 @@ _EXPECTED_SIZES_SHARE = 0.02
 
 #: Number of checkpoints kept for ``return_iterate="best_checkpoint"``.
 _N_CHECKPOINTS = 20
+
+#: With ``small_group_threshold=None``, local sets below this ratio of
+#: expected count per batch to histogram noise are named in a warning.
+_SMALL_SET_RATIO = 3.0
+
+#: Smallest tail-averaged noisy violation flagged as "not met" (it must
+#: also exceed twice its standard error).
+_MET_MARGIN = 0.01
+
+#: Largest noisy share of one predicted class before the fit is flagged as
+#: a (nearly) constant classifier.
+_CONSTANT_SHARE = 0.99
+
+
+def _set_noise_ratio(compiled, sizes, noise):
+    """Expected count per batch of each local set over the standard deviation
+    of the histogram noise on its summed counts (public noise; noisy sizes).
+
+    A local set of ``c`` cells sums ``c`` noisy counts per class, so its
+    noise has std ``histogram_std * sqrt(c)``; the per-step standard error
+    of its rate estimates (expected denominators) is the inverse ratio.
+    """
+    n_cells = np.maximum(np.asarray(compiled.membership).sum(1), 1.0)
+    return np.asarray(sizes) / (noise.histogram_std * np.sqrt(n_cells))
+
+
+def _select_constraints(compiled, keep):
+    """``compiled`` restricted to the constraints where ``keep`` is True
+    (same cells and local sets, so histograms and sizes are unchanged)."""
+    keep = np.asarray(keep, dtype=bool)
+
+    def frozen(arr):
+        arr = np.ascontiguousarray(arr)
+        arr.setflags(write=False)
+        return arr
+
+    return CompiledConstraints(
+        atom_cell=compiled.atom_cell,
+        membership=compiled.membership,
+        coefficients=frozen(np.asarray(compiled.coefficients)[keep]),
+        tolerance=frozen(np.asarray(compiled.tolerance)[keep]),
+        names=tuple(n for n, k in zip(compiled.names, keep) if k),
+        local_sets=compiled.local_sets,
+        local_set_names=compiled.local_set_names,
+    )
 
 
 class DPRateConstrainedClassifier(BaseDPClassifier):
@@ -137,11 +182,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         probabilities. The primal gradient always uses soft rates.
     min_denominator : float, default=1.0
         Floor of the noisy local-set sizes dividing histogram counts.
-    denominator : {"histogram", "separate_noisy", "expected"}, default="histogram"
+    denominator : {"histogram", "separate_noisy", "expected"}, default="expected"
         Local-set sizes that divide the histogram's prediction sums:
 
         - ``"histogram"``: the noisy histogram's own row sums (the paper's
-          choice; no extra release);
+          choice; no extra release). A ratio of two noisy counts: when a set
+          has few records per batch its denominator can come near zero and the
+          rate estimate explode;
         - ``"separate_noisy"``: per-cell record counts released on each batch
           with their own noise (the histogram's mechanism); half of
           ``histogram_noise_share`` goes to them, half to the histogram, and
@@ -149,8 +196,31 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         - ``"expected"``: ``sampling_rate`` times the sizes on the whole
           training set, from per-cell counts released once before training
           with Gaussian noise that takes 2 % of the budget (GDP ``mu^2``),
-          composed with the training in ``dp_event_``. Steadiest when groups
-          are large; ``expected_sizes_`` holds them.
+          composed with the training in ``dp_event_`` (the same release
+          serves ``small_group_threshold``). The default: per step only the
+          numerators are noisy, so the rate estimates never explode (the
+          one-off sizes are off by a fixed relative error: their noise std is
+          about 26 records at epsilon=1, delta=1e-5); ``expected_sizes_``
+          holds them.
+    small_group_threshold : float or None, default=3.0
+        Groups too small to constrain at this privacy level are left out of
+        the constraints, decided privately: a constraint is enforced only if
+        every local set it uses (e.g. one group, or one group's positives for
+        equalized odds) has a noisy expected count per batch of at least
+        ``small_group_threshold`` times the standard deviation of the
+        histogram noise on that set's counts -- that is, if the per-step
+        standard error of its rate estimates is at most
+        ``1 / small_group_threshold``. Sizes come from per-cell counts released
+        once before training (the release of ``denominator="expected"``, 2 %
+        of the budget), so the choice costs nothing more. Left-out groups'
+        records still count in the "rest" of the other groups' constraints.
+        A warning names them; ``excluded_groups_`` and
+        ``excluded_constraints_`` list them. Below the threshold the rate
+        estimates are mostly noise: the multipliers random-walk and, since a
+        small group's own per-record constraint gradients are clipped, the
+        constraint is then met by moving everyone else -- often to a
+        constant classifier. None enforces every constraint (a warning still
+        names the small groups). Never applies without privacy.
     freeze_denominators : bool, default=False
         Keep the first step's noisy sizes for the whole run (no extra
         privacy cost; removes per-step denominator noise). No effect with
@@ -219,8 +289,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         Final multipliers.
     history_ : dict of ndarray
         Per step: ``"lambda"``, ``"constraint_values"`` (noisy Γ_j - γ_j),
-        ``"denominators"`` (noisy local-set sizes), ``"batch_size"`` (noisy)
-        ``"clipped_fraction"`` (noisy) and ``"histogram"`` (the noisy
+        ``"denominators"`` (noisy local-set sizes), ``"batch_size"`` (noisy),
+        ``"clipped_count"`` (noisy count of clipped records),
+        ``"clipped_fraction"`` (that count over the expected batch size,
+        clamped to [0, 1]) and ``"histogram"`` (the noisy
         histogram of predictions per cell, shape (n_steps, n_cells + 1,
         n_classes); the last cell holds records no constraint uses). All are
         released with noise or computed from such releases, and accounted in
@@ -241,8 +313,32 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     cell_count_noise_ : float or None
         Noise of the per-batch cell counts of ``denominator="separate_noisy"``.
     expected_sizes_ : ndarray of shape (n_local_sets,) or None
-        Expected per-batch local-set sizes of ``denominator="expected"``
-        (from the noisy one-off counts).
+        Expected per-batch local-set sizes (``sampling_rate_`` times the
+        noisy one-off counts) when they were released, else None.
+    cell_size_noise_ : float or None
+        Standard deviation of the noise on those one-off per-cell counts.
+    excluded_groups_ : ndarray
+        Groups left out of the constraints as too small at this privacy level
+        (see ``small_group_threshold``); empty when none.
+    excluded_constraints_ : list of str
+        Names of the requested constraints that were left out; the enforced
+        ones are ``constraint_names_``.
+    noisy_violation_ : ndarray of shape (n_constraints,)
+        Noisy constraint values minus tolerances, averaged over the steps
+        whose parameters are averaged into the model (at least the last
+        quarter; post-processing of the released histograms).
+    constraints_met_ : bool
+        False when some requested constraint was left out
+        (``excluded_constraints_``), or when some ``noisy_violation_``
+        exceeds both 0.01 and twice its error (its standard error over the
+        steps plus the error that the noisy one-off sizes can cause): the
+        tolerance was not met at this privacy level. A warning says which.
+        Check it before deploying the model.
+    prediction_shares_ : ndarray of shape (n_classes,)
+        Noisy share of each predicted class in the training batches over the
+        last quarter of the steps (from the released histograms: hard
+        predictions with ``dual_rates="hard"``). A share near 1 means a
+        (nearly) constant classifier, and a warning says so.
     joint_noise_multiplier_ : float
     n_steps_ : int
     sampling_rate_, batch_size_ : float, int
@@ -295,6 +391,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "clip_constraint_values": ["boolean"],
         "denominator": [StrOptions({"histogram", "separate_noisy", "expected"})],
         "freeze_denominators": ["boolean"],
+        "small_group_threshold": [Interval(Real, 0, None, closed="left"), None],
         "return_iterate": [StrOptions({"average", "last", "best_checkpoint"})],
         "record_gradient_norms": ["boolean"],
     }
@@ -326,8 +423,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         dual_momentum=0.9,
         dual_rates="hard",
         min_denominator=1.0,
-        denominator="histogram",
+        denominator="expected",
         freeze_denominators=False,
+        small_group_threshold=3.0,
         return_iterate="average",
         averaging=0.5,
         dual_optimism=0.0,
@@ -370,6 +468,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.min_denominator = min_denominator
         self.denominator = denominator
         self.freeze_denominators = freeze_denominators
+        self.small_group_threshold = small_group_threshold
         self.return_iterate = return_iterate
         self.averaging = averaging
         self.dual_optimism = dual_optimism
@@ -452,8 +551,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         cells = atom_cell[y_codes, group_codes]
         cells = np.where(cells < 0, n_cells, cells)  # spare cell for records no constraint uses
         cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
+        sizes = self._expected_sizes(cells_t, q, report, generator, X_t.dtype)
+        self._exclude_small_groups(noise)
         tensors = self.constraints_.to_torch(device=device, dtype=X_t.dtype)
-        fixed_sizes = self._expected_sizes(cells_t, tensors, q, report, generator)
+        fixed_sizes = sizes if self.denominator == "expected" else None
         backend = self._make_backend(X_t, n_classes, seed)
         if self.record_gradient_norms:
             warnings.warn(
@@ -492,28 +593,104 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         if checkpoints is not None:
             self._select_checkpoint(backend, checkpoints, X_t, y_codes, group_codes)
         self._store_backend(backend)
-        self._warn_from_history(noise)
+        self._warn_from_history(noise, q * n)
         return self
 
-    def _expected_sizes(self, cells_t, tensors, sampling_rate, report, generator):
-        """Expected per-batch local-set sizes for ``denominator="expected"``.
+    def _needs_sizes(self):
+        """Whether the per-cell counts are released once before training:
+        for ``denominator="expected"`` or ``small_group_threshold``, when
+        there is a constraint to serve."""
+        if self.constraints_.n_constraints == 0:
+            return False
+        return self.denominator == "expected" or self.small_group_threshold is not None
+
+    def _expected_sizes(self, cells_t, sampling_rate, report, generator, dtype):
+        """Expected per-batch local-set sizes, or None when not released.
 
         ``sampling_rate`` times the local-set sizes of the whole training set,
         computed from per-cell record counts released once with the Gaussian
         noise of the report's ``"cell_sizes"`` release (the initial event);
-        exact counts without privacy. None for the other denominators.
+        exact counts without privacy.
         """
-        if self.denominator != "expected":
-            self.expected_sizes_ = None
+        if "cell_sizes" not in report.noise:
+            self.expected_sizes_ = self.cell_size_noise_ = None
             return None
-        n_cells = tensors.membership.shape[1]
-        counts = torch.bincount(cells_t, minlength=n_cells + 1)[:n_cells].to(tensors.membership.dtype)
+        membership = torch.as_tensor(
+            np.array(self.constraints_.membership), dtype=dtype, device=cells_t.device
+        )
+        n_cells = membership.shape[1]
+        counts = torch.bincount(cells_t, minlength=n_cells + 1)[:n_cells].to(dtype)
         noise_std = report.scale("cell_sizes")
+        self.cell_size_noise_ = noise_std
         if noise_std is not None:
             counts = counts + gaussian_noise(counts, noise_std, generator)
-        sizes = sampling_rate * (tensors.membership @ counts)
+        sizes = sampling_rate * (membership @ counts)
         self.expected_sizes_ = sizes.cpu().numpy().astype(np.float64)
         return sizes
+
+    def _exclude_small_groups(self, noise):
+        """Leave out the constraints whose local sets are too small to
+        estimate at this noise level (see ``small_group_threshold``).
+
+        Post-processing of the noisy one-off sizes ``expected_sizes_`` and of
+        the (public) histogram noise scale; updates ``constraints_`` and
+        ``constraint_names_`` and sets ``excluded_groups_`` and
+        ``excluded_constraints_``.
+        """
+        compiled = self.constraints_
+        groups = np.asarray([] if self.groups_ is None else self.groups_, dtype=object)
+        self.excluded_groups_ = groups[:0]
+        self.excluded_constraints_ = []
+        sizes = self.expected_sizes_
+        if sizes is None or not noise.private:
+            return
+        ratio = _set_noise_ratio(compiled, sizes, noise)
+        threshold = self.small_group_threshold
+        small = ratio < (_SMALL_SET_RATIO if threshold is None else threshold)
+        uses = np.abs(np.asarray(compiled.coefficients)).sum(2) > 0  # (J, M)
+        small &= uses.any(0)
+        if not small.any():
+            return
+        # groups whose own local set (within that one group) is too small
+        in_group = np.asarray(compiled.local_sets).any(1)  # (M, G)
+        own = small & (in_group.sum(1) == 1)
+        group_codes = np.unique([np.flatnonzero(in_group[m])[0] for m in np.flatnonzero(own)])
+        named = groups[group_codes.astype(np.int64)] if groups.size else group_codes
+        sets = ", ".join(
+            f"{compiled.local_set_names[m]!r} (~{max(sizes[m], 0.0):.0f} records per batch)"
+            for m in np.flatnonzero(small)[:6]
+        )
+        drop = (uses & small[None]).any(1)
+        needed = _SMALL_SET_RATIO if threshold is None else threshold
+        detail = (
+            f"the local set(s) {sets} are too small for the histogram noise "
+            f"({noise.histogram_std:.1f} per count): the noisy expected count per batch is below "
+            f"{needed:g} times the noise"
+        )
+        if threshold is None:
+            warnings.warn(
+                f"small_group_threshold=None: enforcing every constraint although {detail}; "
+                "their rate estimates are mostly noise and can drive the model to a constant. "
+                "Use a larger batch_size, merge small groups, or raise epsilon.",
+                UserWarning,
+            )
+            return
+        names = list(compiled.names)
+        self.excluded_constraints_ = [names[j] for j in np.flatnonzero(drop)]
+        self.excluded_groups_ = named
+        self.constraints_ = _select_constraints(compiled, ~drop)
+        self.constraint_names_ = list(self.constraints_.names)
+        left = len(self.constraint_names_)
+        warnings.warn(
+            f"Groups too small to constrain at this privacy level were left out of the "
+            f"constraints: {list(named)}; {detail} (small_group_threshold="
+            f"{threshold:g}). {len(self.excluded_constraints_)} constraint(s) were dropped "
+            f"(excluded_constraints_), {left} are enforced. Their records still count in the "
+            "other groups' comparisons, but their own rates are not constrained: merge them "
+            "into a larger group, raise epsilon or batch_size, or lower small_group_threshold "
+            "to enforce them anyway.",
+            UserWarning,
+        )
 
     def _select_checkpoint(self, backend, checkpoints, X_t, y_codes, group_codes):
         """Load the most accurate checkpoint whose hard constraints hold on
@@ -598,7 +775,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         if self.denominator == "separate_noisy":
             releases.append(counts_release("cell_counts", share_n))
         initial = []
-        if self.denominator == "expected":
+        if self._needs_sizes():
             initial.append(InitialRelease("cell_sizes", budget_share=_EXPECTED_SIZES_SHARE))
         return ReleasePlan(
             BatchReleases(releases, steps=steps, sampling_rate=sampling_rate),
@@ -665,17 +842,84 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         return super().privacy_curve(n_points)
 
     # ------------------------------------------------------------ warnings
-    def _warn_from_history(self, noise):
-        """Warnings computed from the noisy history only (post-processing)."""
+    def _size_error(self):
+        """Bound on each constraint value's error from the noisy one-off sizes
+        (``denominator="expected"``): a rate ``N / m`` divided by a size off by
+        a relative ``e`` is off by at most ``e`` (rates are at most 1), so
+        constraint ``j`` is off by at most ``sum_m max_k |A[j, m, k]| e_m``,
+        with ``e_m`` the noise std over the noisy size (public noise)."""
+        compiled = self.constraints_
+        if self.denominator != "expected" or not self.cell_size_noise_:
+            return np.zeros(compiled.n_constraints)
+        n_cells = np.asarray(compiled.membership).sum(1)
+        total = np.maximum(self.expected_sizes_ / self.sampling_rate_, 1.0)
+        relative = np.minimum(self.cell_size_noise_ * np.sqrt(n_cells) / total, 1.0)
+        return np.abs(np.asarray(compiled.coefficients)).max(2) @ relative
+
+    def _warn_from_history(self, noise, expected_batch):
+        """Diagnostics and warnings from the noisy history only (post-processing).
+
+        Sets ``noisy_violation_`` and ``constraints_met_`` (from the averaged
+        steps, at least the last quarter) and ``prediction_shares_`` (from the
+        last quarter).
+        """
         hist = self.history_
-        steps = hist["lambda"].shape[0]
-        if steps < 8 or hist["lambda"].shape[1] == 0:
-            return
+        steps, n_constraints = hist["lambda"].shape
         tail = slice(steps - max(2, steps // 4), steps)
-        if noise.private:
+        # the violation is judged over the averaged steps (at least a quarter)
+        window = max(0.25, self.averaging if self.return_iterate == "average" else 0.0)
+        values = hist["constraint_values"][steps - max(2, int(window * steps)):]
+        n_tail = values.shape[0]
+        violation = values.mean(0) if n_tail else np.zeros(n_constraints)
+        spread = values.std(0) / math.sqrt(n_tail) if n_tail > 1 else np.zeros(n_constraints)
+        unmet = violation > np.maximum(_MET_MARGIN, 2.0 * (spread + self._size_error()))
+        self.noisy_violation_ = violation
+        self.constraints_met_ = not unmet.any() and not self.excluded_constraints_
+        counts = np.clip(hist["histogram"][tail].sum((0, 1)), 0.0, None)
+        total = counts.sum()
+        k = len(self.classes_)
+        self.prediction_shares_ = counts / total if total > 0 else np.full(k, 1.0 / k)
+        if steps < 8:
+            return
+        top = int(np.argmax(self.prediction_shares_))
+        label = self.classes_[top]
+        label = label.item() if isinstance(label, np.generic) else label
+        if self.prediction_shares_[top] >= _CONSTANT_SHARE:
+            why = (
+                " The constraints are being met by predicting one class for everyone: the "
+                "tolerance is likely out of reach at this privacy level and group sizes."
+                if n_constraints else ""
+            )
+            warnings.warn(
+                f"The model predicts class {label!r} for about "
+                f"{100 * self.prediction_shares_[top]:.1f}% of the training records (noisy "
+                f"estimate over the last {n_tail} steps, prediction_shares_): it is (nearly) a "
+                f"constant classifier.{why} Raise tolerance or epsilon, or check "
+                "excluded_groups_ and small_group_threshold.",
+                UserWarning,
+            )
+        if n_constraints == 0:
+            return
+        if unmet.any():
+            order = np.argsort(-(violation - 2.0 * spread))
+            worst = [
+                f"{self.constraint_names_[j]}: {violation[j]:+.3f} (tolerance "
+                f"{self.constraints_.tolerance[j]:g})"
+                for j in order[:3] if unmet[j]
+            ]
+            warnings.warn(
+                f"Constraints not met: the noisy violation (constraint value minus tolerance) "
+                f"averaged over the last {n_tail} steps is {'; '.join(worst)}, beyond its noise; "
+                "constraints_met_ is False and noisy_violation_ holds every value. The "
+                "tolerance is likely out of reach at this privacy level and group sizes: raise "
+                "tolerance or epsilon, and check the constraints on held-out data before "
+                "deploying.",
+                UserWarning,
+            )
+        if noise.private and self.expected_sizes_ is None:
             denominators = hist["denominators"][tail].mean(0)
-            noise_std = noise.histogram * (math.sqrt(2) if noise.histogram_mechanism == "laplace" else 1)
-            small = denominators < 5 * noise_std * math.sqrt(len(self.classes_))
+            noise_std = noise.histogram_std
+            small = denominators < 5 * noise_std * math.sqrt(k)
             if small.any():
                 warnings.warn(
                     f"{int(small.sum())} constrained group(s) have about "
@@ -684,7 +928,6 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                     "Use a larger batch_size, merge small groups, or raise epsilon.",
                     UserWarning,
                 )
-        violation = hist["constraint_values"][tail].mean(0)
         lam = hist["lambda"]
         growing = (lam[-1] > 1.5 * lam[steps // 2] + 1e-3) & (violation > 0.01)
         if growing.any():
@@ -694,10 +937,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 "at this privacy level. Raise tolerance, or set dual_bound to cap the penalty.",
                 UserWarning,
             )
-        if noise.private and hist["clipped_fraction"][tail].mean() > 0.5 and violation.max() > 0.01:
+        # noisy clipped count over the (public) expected batch size, averaged
+        # before clamping to [0, 1]
+        clipped = float(np.clip(hist["clipped_count"][tail].mean() / expected_batch, 0.0, 1.0))
+        if noise.private and clipped > 0.5 and violation.max() > 0.01:
             warnings.warn(
-                f"About {100 * hist['clipped_fraction'][tail].mean():.0f}% of per-sample gradients "
-                "are clipped while constraints remain violated: clipping is biasing the "
+                f"About {100 * clipped:.0f}% of per-sample gradients are clipped (noisy "
+                "estimate) while constraints remain violated: clipping is biasing the "
                 "constraint gradient. Raise max_grad_norm.",
                 UserWarning,
             )
