@@ -267,10 +267,17 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         error. When None, the groups are those seen in ``fit`` and
         ``groups_`` is treated as public.
     random_state : int, RandomState instance or None, default=None
+        ``None`` (the default, and the setting for deployment): Poisson
+        sampling and all noise come from the operating system's
+        cryptographically secure generator (:class:`skdp.privacy.SecureGenerator`):
+        nobody can replay them, fits are not reproducible. An int seeds a
+        torch generator for reproducible *experiments*; anyone who knows the
+        seed (it is in ``get_params()`` and in pickles) can regenerate the
+        noise, so do not publish a model trained with a known seed as private.
     secure_rng : bool, default=False
-        Draw the Poisson sampling and all noise from the operating system's
-        cryptographically secure generator instead of torch's seeded one;
-        fits are then not reproducible.
+        With ``random_state`` set, still draw the Poisson sampling and all
+        noise from the secure generator (the seed then only initialises the
+        model).
     device : str, default="cpu"
     verbose : int, default=0
         Progress lines show only noisy (private) quantities.
