@@ -109,6 +109,127 @@ def test_closed_form_per_sample_gradients_match_autograd():
     torch.testing.assert_close(sums["weight"], expected)
 
 
+def test_clip_then_weight_keeps_the_weighted_direction():
+    """Records with gradients longer than C keep their DRO weight: the sum is
+    sum_i w_i clip(g_i, C). The old clip(w_i g_i, C) gave every such record
+    the same length C, so the weights (and lam) had no effect on them."""
+    from skdp.models._backends import LinearBackend, ModuleBackend
+    X = torch.tensor([[10.0, 0.0], [0.0, 10.0]], dtype=torch.float64)
+    backend = LinearBackend(X, 1)
+    idx = torch.arange(2)
+    batch, logits_t = backend.forward(idx)
+
+    class Identity:  # loss = output, so the gradient is the augmented row
+        @staticmethod
+        def output_grad(out_t, *targets_t):
+            return torch.ones_like(out_t)
+
+        @staticmethod
+        def loss(out):
+            return out[:, 0]
+
+    w = torch.tensor([3.0, 1.0], dtype=torch.float64)
+    (total,), sq = backend.clipped_weighted_grad_sum(idx, batch, logits_t, Identity, (), w, 1.0)
+    unit = torch.tensor([[10.0, 0.0, 1.0], [0.0, 10.0, 1.0]], dtype=torch.float64)
+    unit = unit / unit.norm(dim=1, keepdim=True)
+    torch.testing.assert_close(total[0], 3.0 * unit[0] + unit[1])
+    # the direction differs from the old clip-the-weighted-gradient sum
+    old = unit[0] + unit[1]
+    cosine = float(total[0] @ old / (total[0].norm() * old.norm()))
+    assert cosine < 0.95
+    # the module path (torch.func) gives the same sum
+    module = torch.nn.Linear(2, 1).double()
+    with torch.no_grad():
+        module.weight.zero_()
+        module.bias.zero_()
+    mb = ModuleBackend(X, module)
+    sums, _ = mb.clipped_weighted_grad_sum(idx, X, None, Identity, (), w, 1.0)
+    torch.testing.assert_close(torch.cat([sums[0][0], sums[1]]), total[0])
+
+
+def test_weighted_differences_match_autograd():
+    torch.manual_seed(1)
+    X = torch.randn(6, 3, dtype=torch.float64) * 5
+    rows = torch.cat([X, torch.ones(6, 1, dtype=torch.float64)], 1)
+    onehot = torch.nn.functional.one_hot(torch.randint(0, 2, (6,)), 2).double()
+    W, W_old = torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)
+    w, w_old = torch.rand(6, dtype=torch.float64) * 4, torch.rand(6, dtype=torch.float64) * 4
+
+    def grads(Wm):
+        out = []
+        for i in range(6):
+            Wi = Wm.clone().requires_grad_(True)
+            loss = CrossEntropyLoss.loss(rows[i:i + 1] @ Wi.T, onehot[i:i + 1]).sum()
+            out.append(torch.autograd.grad(loss, Wi)[0])
+        return torch.stack(out)
+
+    def clip(g, c):
+        n = g.flatten(1).norm(dim=1).clamp_min(1e-12)
+        return g * (c / n).clamp(max=1.0).view(-1, 1, 1)
+
+    expected = clip(w.view(-1, 1, 1) * clip(grads(W), 0.5)
+                    - w_old.view(-1, 1, 1) * clip(grads(W_old), 0.5), 0.8).sum(0)
+    total, _ = clipped_linear_diff_sum(
+        rows, CrossEntropyLoss.output_grad(W @ rows.T, onehot.T),
+        CrossEntropyLoss.output_grad(W_old @ rows.T, onehot.T), 0.8, inner_norm=0.5,
+        weights=w, previous_weights=w_old)
+    torch.testing.assert_close(total, expected)
+    module = torch.nn.Linear(4, 2, bias=False).double()
+    with torch.no_grad():
+        module.weight.copy_(W)
+    sums, _ = clipped_module_diff_sum(module, CrossEntropyLoss.loss, rows, (onehot,),
+                                      {"weight": W_old}, max_norm=0.8, inner_norm=0.5,
+                                      weights=w, previous_weights=w_old)
+    torch.testing.assert_close(sums["weight"], expected)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.floats(0.1, 5.0), st.floats(1.0, 20.0), st.integers(2, 12))
+def test_weighted_sum_moves_by_at_most_W_times_C(seed, clip, cap, n):
+    """Removing a record moves sum_i w_i clip(g_i, C) by at most W C (w_i <= W)."""
+    from skdp.models._backends import LinearBackend
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, 3, generator=g, dtype=torch.float64) * 10
+    onehot = torch.nn.functional.one_hot(torch.randint(0, 2, (n,), generator=g), 2).double()
+    w = torch.rand(n, generator=g, dtype=torch.float64) * cap
+    backend = LinearBackend(X, 2)
+    backend.weights.copy_(torch.randn(2, 4, generator=g, dtype=torch.float64))
+    idx = torch.arange(n)
+    batch, logits_t = backend.forward(idx)
+    (full,), _ = backend.clipped_weighted_grad_sum(idx, batch, logits_t, CrossEntropyLoss,
+                                                   (onehot.T,), w, clip)
+    for i in range(n):
+        keep = torch.nonzero(torch.arange(n) != i).flatten()
+        b, lt = backend.forward(keep)
+        (part,), _ = backend.clipped_weighted_grad_sum(keep, b, lt, CrossEntropyLoss,
+                                                       (onehot[keep].T,), w[keep], clip)
+        assert float((full - part).norm()) <= cap * clip * (1 + 1e-9)
+
+
+def test_weight_bound_is_the_planned_sensitivity():
+    X, y = _data(800)
+    for lam, expected in [(0.3, 6.0), (3.0, 1.5), (0.01, 10.0)]:
+        clf = DPDROClassifier(epsilon=2.0, lam=lam, max_grad_norm=2.0, max_epochs=1,
+                              random_state=0).fit(X, y)
+        # chi2: (psi*)'(B / lam) = (B / lam + 2) / 2 with B = 3, capped at max_weight=10
+        assert clf.weight_bound_ == pytest.approx(expected)
+        assert clf.privacy_report_.noise["x_anchor"].sensitivity == pytest.approx(2.0 * expected)
+    kl = DPDROClassifier(divergence="kl", epsilon=2.0, max_epochs=1, random_state=0).fit(X, y)
+    assert kl.weight_bound_ == 1.0  # recursive SPIDER: exp((l - B)/lam) <= 1
+
+
+def test_lam_moves_the_noiseless_solution_towards_the_rare_group():
+    """Without noise, a small lam (strong worst-case weighting) beats a large
+    one (close to ERM) on the rare subpopulation."""
+    X, y, groups = make_rare_subpopulation(8000, random_state=0)
+    rare = groups == 1
+    acc = {}
+    for lam in (0.1, 10.0):
+        clf = DPDROClassifier(epsilon=None, lam=lam, random_state=0).fit(X, y)
+        acc[lam] = np.mean(clf.predict(X[rare]) == y[rare])
+    assert acc[0.1] > acc[10.0] + 0.02
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.floats(0.01, 5.0), st.integers(2, 20))
 def test_clipped_differences_bound_each_record(seed, bound, n):
@@ -132,7 +253,7 @@ def _data(n=600, seed=0):
 def test_kl_penalized_eta_closed_form():
     X, y = _data()
     clf = DPDROClassifier(divergence="kl", algorithm="double_spider", epsilon=None, lam=0.5,
-                          max_epochs=5, random_state=0).fit(X, y)
+                          max_weight=None, max_epochs=5, random_state=0).fit(X, y)
     losses = np.minimum(clf._sample_losses(X, y), clf.loss_bound)
     eta, value, _ = clf._dual_solution(losses)
     assert eta == pytest.approx(0.5 * np.log(np.mean(np.exp(losses / 0.5))), rel=1e-10)
@@ -160,7 +281,7 @@ def test_noiseless_double_spider_matches_plain_minibatch_spider():
     """Without noise and with inner clipping inactive, the trainer is SPIDER."""
     X, y = _data(200)
     clf = DPDROClassifier(divergence="chi2", algorithm="double_spider", epsilon=None,
-                          max_steps=6, epoch_size=3, anchor_batch_size="full",
+                          lam=1.0, max_steps=6, epoch_size=3, anchor_batch_size="full",
                           batch_size=200, max_grad_norm=1e6, dual_grad_norm=1e6,
                           diff_clip=1e6, learning_rate=0.1, step_norm_cap=1e6,
                           dual_learning_rate=0.3, random_state=0).fit(X, y)

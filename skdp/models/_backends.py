@@ -9,7 +9,12 @@ weight matrix (bias in the last column) and uses the closed form;
 import torch
 
 from ..privacy import clipped_linear_sum, clipped_module_sum
-from ..privacy._clipping import clipped_linear_diff_sum, clipped_module_diff_sum
+from ..privacy._clipping import (
+    clip_factors,
+    clipped_linear_diff_sum,
+    clipped_module_diff_sum,
+    weighted_clipped_module_sum,
+)
 
 
 class LinearBackend:
@@ -51,12 +56,26 @@ class LinearBackend:
         ``params`` (a list aligned with ``parameters``)."""
         return params[0] @ batch.T
 
+    def clipped_weighted_grad_sum(self, idx, batch, logits_t, head, targets_t, weights,
+                                  max_norm):
+        """``sum_i w_i clip(g_i, max_norm)`` (clip, then weight): the norms
+        are those of the unweighted per-sample gradients ``|e_i| |x_i|``, in
+        closed form; one record moves the sum by at most ``max(w) max_norm``.
+        """
+        out_grad = head.output_grad(logits_t, *targets_t)
+        sq_norms = (out_grad * out_grad).sum(0) * self._sq_norms.index_select(0, idx)
+        factors = clip_factors(sq_norms, max_norm) * weights.to(out_grad.dtype)
+        scaled = (out_grad * factors).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
+        return [scaled @ batch], sq_norms
+
     def clipped_grad_diff_sum(self, idx, batch, previous, head, targets_t, previous_targets_t,
                               max_norm, *, inner_norm=None, logits_t=None,
-                              previous_logits_t=None):
+                              previous_logits_t=None, weights=None, previous_weights=None):
         """Clipped sum of per-sample gradient differences between the current
         parameters and ``previous`` (list aligned with ``parameters``) on the
-        same batch; see :func:`skdp.privacy._clipping.clipped_linear_diff_sum`.
+        same batch; with ``weights``, each gradient is clipped to
+        ``inner_norm`` *then* weighted; see
+        :func:`skdp.privacy._clipping.clipped_linear_diff_sum`.
         """
         if logits_t is None:
             logits_t = self.weights @ batch.T
@@ -66,6 +85,7 @@ class LinearBackend:
             batch, head.output_grad(logits_t, *targets_t),
             head.output_grad(previous_logits_t, *previous_targets_t), max_norm,
             inner_norm=inner_norm, input_sq_norms=self._sq_norms.index_select(0, idx),
+            weights=weights, previous_weights=previous_weights,
         )
         return [total], sq_norms
 
@@ -103,15 +123,25 @@ class ModuleBackend:
         with torch.no_grad():
             return torch.func.functional_call(self.module, named, (batch,)).T.contiguous()
 
+    def clipped_weighted_grad_sum(self, idx, batch, logits_t, head, targets_t, weights,
+                                  max_norm):
+        """``sum_i w_i clip(g_i, max_norm)`` (clip, then weight; ``torch.func``);
+        see :func:`skdp.privacy._clipping.weighted_clipped_module_sum`."""
+        sums, sq_norms = weighted_clipped_module_sum(
+            self.module, head.loss, batch, [t.T for t in targets_t], weights, max_norm=max_norm
+        )
+        return [sums[name] for name in self._names], sq_norms
+
     def clipped_grad_diff_sum(self, idx, batch, previous, head, targets_t, previous_targets_t,
                               max_norm, *, inner_norm=None, logits_t=None,
-                              previous_logits_t=None):
+                              previous_logits_t=None, weights=None, previous_weights=None):
         """Clipped sum of per-sample gradient differences (``torch.func``);
         see :func:`skdp.privacy._clipping.clipped_module_diff_sum`."""
         sums, sq_norms = clipped_module_diff_sum(
             self.module, head.loss, batch, [t.T for t in targets_t],
             dict(zip(self._names, previous)), [t.T for t in previous_targets_t],
-            max_norm=max_norm, inner_norm=inner_norm,
+            max_norm=max_norm, inner_norm=inner_norm, weights=weights,
+            previous_weights=previous_weights,
         )
         return [sums[name] for name in self._names], sq_norms
 

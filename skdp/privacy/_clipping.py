@@ -141,7 +141,8 @@ def clipped_module_sum(module, sample_loss, inputs, *targets, max_norm):
 
 
 def clipped_linear_diff_sum(inputs, output_grads, previous_output_grads, max_norm, *,
-                            inner_norm=None, input_sq_norms=None):
+                            inner_norm=None, input_sq_norms=None, weights=None,
+                            previous_weights=None):
     """Clipped sum of per-sample gradient *differences* of a linear model.
 
     The difference estimator of SPIDER/SARAH tracks a gradient from step to
@@ -171,6 +172,11 @@ def clipped_linear_diff_sum(inputs, output_grads, previous_output_grads, max_nor
         Clipping bound applied to each per-sample gradient before the
         difference; None leaves the gradients unclipped.
     input_sq_norms : torch.Tensor of shape (batch,), optional
+    weights, previous_weights : torch.Tensor of shape (batch,), optional
+        Per-sample weights applied *after* the inner clipping (clip, then
+        weight): ``d_i = w_i clip(g_i, C_in) - w'_i clip(g'_i, C_in)``, so a
+        record with a large gradient keeps its weight. The inner clipping
+        uses the norms of the unweighted gradients.
 
     Returns
     -------
@@ -196,6 +202,10 @@ def clipped_linear_diff_sum(inputs, output_grads, previous_output_grads, max_nor
         old_sq = (previous_output_grads * previous_output_grads).sum(0) * input_sq_norms
         output_grads = output_grads * clip_factors(new_sq, inner_norm)
         previous_output_grads = previous_output_grads * clip_factors(old_sq, inner_norm)
+    if weights is not None:
+        output_grads = output_grads * weights.to(output_grads.dtype)
+    if previous_weights is not None:
+        previous_output_grads = previous_output_grads * previous_weights.to(output_grads.dtype)
     diff = output_grads - previous_output_grads
     squared_norms = (diff * diff).sum(0) * input_sq_norms
     factors = clip_factors(squared_norms, max_norm)
@@ -204,7 +214,8 @@ def clipped_linear_diff_sum(inputs, output_grads, previous_output_grads, max_nor
 
 
 def clipped_module_diff_sum(module, sample_loss, inputs, targets, previous_params,
-                            previous_targets=None, *, max_norm, inner_norm=None):
+                            previous_targets=None, *, max_norm, inner_norm=None, weights=None,
+                            previous_weights=None):
     """Clipped sum of per-sample gradient differences of any module.
 
     The module's current parameters and ``previous_params`` are evaluated on
@@ -227,6 +238,9 @@ def clipped_module_diff_sum(module, sample_loss, inputs, targets, previous_param
         Per-sample tensors at the previous point (default: ``targets``).
     max_norm : float
     inner_norm : float or None, default=None
+    weights, previous_weights : torch.Tensor of shape (batch,), optional
+        Per-sample weights applied after the inner clipping (see
+        :func:`clipped_linear_diff_sum`).
 
     Returns
     -------
@@ -275,6 +289,10 @@ def clipped_module_diff_sum(module, sample_loss, inputs, targets, previous_param
     if inner_norm is not None:
         new = scaled(new, clip_factors(flat_norms(new), inner_norm))
         old = scaled(old, clip_factors(flat_norms(old), inner_norm))
+    if weights is not None:
+        new = scaled(new, weights.to(inputs.dtype))
+    if previous_weights is not None:
+        old = scaled(old, previous_weights.to(inputs.dtype))
     diff = {name: new[name] - old[name] for name in params}
     squared_norms = flat_norms(diff)
     finite = torch.isfinite(squared_norms)
@@ -283,4 +301,62 @@ def clipped_module_diff_sum(module, sample_loss, inputs, targets, previous_param
     for name, d in diff.items():
         keep = finite.view(-1, *([1] * (d.dim() - 1)))
         sums[name] = torch.tensordot(factors, torch.where(keep, d, 0.0), dims=1)
+    return sums, squared_norms
+
+
+def weighted_clipped_module_sum(module, sample_loss, inputs, targets, weights, *, max_norm):
+    """``sum_i w_i clip(g_i, max_norm)`` for any module (clip, then weight).
+
+    Each record's whole per-sample gradient of ``sample_loss`` (unweighted)
+    is clipped to ``max_norm`` and then multiplied by its weight, so the sum
+    keeps the weighted direction of records whose gradients are large; one
+    record moves it by at most ``max(w) * max_norm``.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    sample_loss : callable
+        ``sample_loss(outputs, *targets)`` returning per-sample losses.
+    inputs : torch.Tensor of shape (batch, ...)
+    targets : sequence of torch.Tensor
+    weights : torch.Tensor of shape (batch,)
+    max_norm : float
+
+    Returns
+    -------
+    grad_sums : dict of str to torch.Tensor
+    squared_norms : torch.Tensor of shape (batch,)
+        Squared norms of the unclipped, unweighted per-sample gradients.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy._clipping import weighted_clipped_module_sum
+    >>> model = torch.nn.Linear(2, 1, bias=False)
+    >>> x = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    >>> loss = lambda out: out[:, 0]
+    >>> sums, _ = weighted_clipped_module_sum(model, loss, x, (), torch.tensor([2.0, 1.0]),
+    ...                                       max_norm=1.0)
+    >>> sums["weight"]  # 2 * (0.6, 0.8) + (0.3, 0.4)
+    tensor([[1.5000, 2.0000]])
+    """
+    targets = tuple(targets)
+    params = {name: p.detach() for name, p in module.named_parameters()}
+    buffers = {name: b.detach() for name, b in module.named_buffers()}
+
+    def one_sample_loss(params, x, *ts):
+        out = functional_call(module, (params, buffers), (x.unsqueeze(0),))
+        return sample_loss(out, *(t.unsqueeze(0) for t in ts)).sum()
+
+    if inputs.shape[0] == 0:
+        return {name: torch.zeros_like(p) for name, p in params.items()}, inputs.new_zeros(0)
+    per_sample = vmap(grad(one_sample_loss), in_dims=(None, 0) + (0,) * len(targets))(
+        params, inputs, *targets)
+    squared_norms = sum(g.flatten(1).square().sum(1) for g in per_sample.values())
+    finite = torch.isfinite(squared_norms)
+    factors = clip_factors(squared_norms, max_norm) * weights.to(inputs.dtype)
+    sums = {}
+    for name, g in per_sample.items():
+        keep = finite.view(-1, *([1] * (g.dim() - 1)))
+        sums[name] = torch.tensordot(factors, torch.where(keep, g, 0.0), dims=1)
     return sums, squared_norms

@@ -43,6 +43,13 @@ class Divergence:
         Largest weight ratio of ``"kl_cvar"``.
     k : float > 1, default=2.0
         Exponent of ``"cressie_read"``.
+    max_ratio : float >= 1, default=inf
+        Cap ``W`` on the weight ratio: the divergence becomes
+        ``psi + indicator[0, W]`` (as KL-CVaR is KL capped at ``1/alpha``),
+        whose conjugate follows ``psi*`` up to the point ``s_W`` where
+        ``(psi*)'(s_W) = W`` and is linear with slope ``W`` beyond, so
+        ``(psi*)' = min((psi*)', W)``. A finite cap bounds how much one record
+        can weigh, which a private fit needs (its sensitivity is ``W C``).
 
     Examples
     --------
@@ -55,7 +62,7 @@ class Divergence:
     5.0
     """
 
-    def __init__(self, name, *, alpha=0.2, k=2.0):
+    def __init__(self, name, *, alpha=0.2, k=2.0, max_ratio=math.inf):
         if name not in DIVERGENCES:
             raise ValueError(f"divergence must be one of {DIVERGENCES}, got {name!r}.")
         if name == "kl_cvar" and not (0.0 < alpha < 1.0):
@@ -68,13 +75,31 @@ class Divergence:
                 f"k must be a finite number > 1 for divergence='cressie_read'; got k={k!r} "
                 "(k = 2 is half the chi-square divergence; use divergence='kl' for k -> 1)."
             )
+        if not max_ratio >= 1.0:
+            raise ValueError(f"max_ratio must be >= 1 (1 is uniform weights); got {max_ratio!r}.")
         self.name = name
         self.alpha = float(alpha)
         self.k = float(k)
+        self.max_ratio = float(max_ratio)
 
     def __repr__(self):
         extra = {"kl_cvar": f", alpha={self.alpha}", "cressie_read": f", k={self.k}"}
-        return f"Divergence({self.name!r}{extra.get(self.name, '')})"
+        cap = f", max_ratio={self.max_ratio:g}" if math.isfinite(self.max_ratio) else ""
+        return f"Divergence({self.name!r}{extra.get(self.name, '')}{cap})"
+
+    def _knee(self):
+        """``s_W`` with ``(psi*)'(s_W) = W`` (inf when the cap never binds)."""
+        W = self.max_ratio
+        if self.name == "kl_cvar" and W >= 1.0 / self.alpha:
+            return math.inf
+        if not math.isfinite(W):
+            return math.inf
+        if self.name == "chi2":
+            return 2.0 * W - 2.0
+        if self.name in ("kl", "kl_cvar"):
+            return math.log(W)
+        k = self.k
+        return (W ** (k - 1.0) - 1.0) / (k - 1.0)
 
     @property
     def uses_exp(self):
@@ -84,7 +109,7 @@ class Divergence:
     @property
     def max_weight(self):
         """Supremum of ``(psi*)'``: the largest worst-case weight ratio."""
-        return 1.0 / self.alpha if self.name == "kl_cvar" else math.inf
+        return min(1.0 / self.alpha if self.name == "kl_cvar" else math.inf, self.max_ratio)
 
     def psi(self, t):
         """``psi(t)``; ``inf`` outside its domain."""
@@ -99,10 +124,28 @@ class Divergence:
         else:
             k = self.k
             value = (t.clamp_min(0.0) ** k - k * t + k - 1.0) / (k * (k - 1.0))
+        if math.isfinite(self.max_ratio):
+            value = torch.where(t <= self.max_ratio, value, inf)
         return torch.where(t >= 0, value, inf)
 
     def conjugate(self, s):
         """``psi*(s) = sup_{a >= 0} s a - psi(a)``."""
+        knee = self._knee()
+        if math.isfinite(knee):
+            s = torch.as_tensor(s)
+            inside = self._conjugate(s.clamp_max(knee))
+            at_knee = self._conjugate(torch.as_tensor(knee, dtype=s.dtype))
+            return torch.where(s <= knee, inside, at_knee + self.max_ratio * (s - knee))
+        return self._conjugate(s)
+
+    def weight(self, s):
+        """``(psi*)'(s)``: the worst-case weight ratio of a record at ``s``."""
+        knee = self._knee()
+        if math.isfinite(knee):
+            return self._weight(torch.as_tensor(s).clamp_max(knee))
+        return self._weight(s)
+
+    def _conjugate(self, s):
         if self.name == "chi2":
             return (s + 2.0).clamp_min(0.0).square() / 4.0 - 1.0
         if self.name == "kl":
@@ -115,8 +158,7 @@ class Divergence:
         base = ((k - 1.0) * s + 1.0).clamp_min(0.0)
         return (base ** (k / (k - 1.0)) - 1.0) / k
 
-    def weight(self, s):
-        """``(psi*)'(s)``: the worst-case weight ratio of a record at ``s``."""
+    def _weight(self, s):
         if self.name == "chi2":
             return (s + 2.0).clamp_min(0.0) / 2.0
         if self.name == "kl":
@@ -127,6 +169,6 @@ class Divergence:
         return ((k - 1.0) * s + 1.0).clamp_min(0.0) ** (1.0 / (k - 1.0))
 
 
-def make_divergence(name, *, alpha=0.2, k=2.0):
+def make_divergence(name, *, alpha=0.2, k=2.0, max_ratio=math.inf):
     """The :class:`Divergence` named ``name`` (see its parameters)."""
-    return Divergence(name, alpha=alpha, k=k)
+    return Divergence(name, alpha=alpha, k=k, max_ratio=max_ratio)

@@ -9,6 +9,17 @@ the KL temperature), ``eta`` the dual variable of the penalised form.
   its own SPIDER estimate, then ``x`` on the gradient taken at the new
   ``eta``. Per-sample gradients are ``w_i grad l_i`` (x) and ``1 - w_i``
   (eta), with ``w_i = (psi*)'((lt_i - eta)/lam)``.
+
+Clip, then weight: the x statistic of record i is ``w_i clip(grad l_i, C)``,
+never ``clip(w_i grad l_i, C)``. Clipping the weighted gradient throws the
+DRO weight away for every record whose gradient is longer than ``C`` (most
+hard records, the very ones DRO upweights), so the fit barely depends on
+``lam``. Weights are bounded by a public ``W = (psi*)'(B / lam)`` (``eta``
+is kept in ``[0, B]``), capped at ``max_weight`` by the divergence, so a
+record moves the sum by at most ``W C``: that is the sensitivity in the
+release plan. Differences ``w_i clip(g_i) - w'_i clip(g'_i)`` are clipped
+again to an adaptive bound at most ``2 W C``. Recursive SPIDER's shifted
+weights ``exp((lt - B)/lam)`` are at most 1 (``W = 1``).
 * Recursive SPIDER (spec sec. 2.3, KL, compositional form
   ``Psi = lam log mean exp(lt/lam) + lam rho``) in the shifted, overflow-free
   form ``gt_i = exp((lt_i - B)/lam)`` in (0, 1]: SPIDER estimates of
@@ -37,7 +48,6 @@ import torch
 from .._training import make_optimizer
 from ..privacy import NoiseStream, PoissonSampler
 from ..privacy._clipping import clip_factors
-from ._losses import WeightedHead
 
 #: Largest per-sample weight handed to float32 gradient code: clip(w g, C)
 #: only differs from clip(min(w, cap) g, C) for records with |g| < C / cap.
@@ -72,6 +82,7 @@ class DROConfig:
     momentum: float = 0.0
     storm_beta: float = 0.0
     step_norm_cap: float = 1.0
+    weight_bound: float = 1.0
     noise: dict = None
     iterate: str = "last"
     verbose: int = 0
@@ -83,7 +94,6 @@ class _Problem:
     def __init__(self, backend, loss, targets, config):
         self.backend = backend
         self.loss = loss
-        self.head = WeightedHead(loss)
         self.targets_t = targets.T.contiguous()
         self.config = config
         self.dtype = backend.parameters[0].dtype
@@ -98,21 +108,23 @@ class _Problem:
         return losses.clamp(0.0, self.config.loss_bound)
 
     def weights_t(self, weights):
-        """Per-sample weights as a class-major float target of shape (1, batch)."""
-        return weights.clamp(0.0, self.cap).to(self.dtype).unsqueeze(0)
+        """Per-sample weights in the model's precision, shape (batch,)."""
+        return weights.clamp(0.0, self.cap).to(self.dtype)
 
     def grad_sum(self, idx, batch, outputs_t, targets_t, weights, clip):
-        sums, _ = self.backend.clipped_grad_sum(
-            idx, batch, outputs_t, self.head, targets_t + (self.weights_t(weights),), clip
+        """``sum_i w_i clip(grad l_i, clip)`` (clip, then weight)."""
+        sums, _ = self.backend.clipped_weighted_grad_sum(
+            idx, batch, outputs_t, self.loss, targets_t, self.weights_t(weights), clip
         )
         return sums
 
     def diff_sum(self, idx, batch, previous, outputs_t, prev_outputs_t, targets_t, weights,
                  prev_weights, clip, inner):
+        """``sum_i clip(w_i clip(g_i, inner) - w'_i clip(g'_i, inner), clip)``."""
         sums, _ = self.backend.clipped_grad_diff_sum(
-            idx, batch, previous, self.head, targets_t + (self.weights_t(weights),),
-            targets_t + (self.weights_t(prev_weights),), clip, inner_norm=inner,
+            idx, batch, previous, self.loss, targets_t, targets_t, clip, inner_norm=inner,
             logits_t=outputs_t, previous_logits_t=prev_outputs_t,
+            weights=self.weights_t(weights), previous_weights=self.weights_t(prev_weights),
         )
         return sums
 
@@ -229,6 +241,7 @@ def train_double_spider(backend, loss, targets, config, generator):
     lam, B = cfg.lam, cfg.loss_bound
     div = cfg.divergence
     c_x, c_eta = cfg.max_grad_norm, cfg.dual_grad_norm
+    W = cfg.weight_bound  # public bound on the weights: x sensitivity W * c_x
     n_anchor_exp, n_diff_exp = cfg.anchor_rate * n, cfg.diff_rate * n
     eta = torch.tensor(0.0, dtype=torch.float64, device=device)
     eta_prev = eta.clone()
@@ -274,10 +287,12 @@ def train_double_spider(backend, loss, targets, config, generator):
         if anchor:
             sums = problem.grad_sum(idx, batch, out_t, tgt, w_new, c_x)
             if private:
-                _add_noise(sums, unit_x, noise["x_anchor"] * c_x)
+                _add_noise(sums, unit_x, noise["x_anchor"] * W * c_x)
             v = [s.div_(n_anchor_exp) for s in sums]
         else:
-            clip_x = clip_t.clamp(max=2.0 * c_x)
+            # the weighted gradients are up to W times longer, and so are
+            # their changes: the difference bound scales with W
+            clip_x = (clip_t * W).clamp(max=2.0 * W * c_x)
             w_old = div.weight((prev_lt - eta) / lam)  # v_{t-1} was taken at (x_{t-1}, eta_t)
             sums = problem.diff_sum(idx, batch, prev, out_t, prev_out_t, tgt, w_new, w_old,
                                     clip_x.to(problem.dtype), c_x)
@@ -425,6 +440,7 @@ def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
     B, rho, div = cfg.loss_bound, cfg.rho, cfg.divergence
     constrained = cfg.formulation == "constrained"
     c_x, c_d = cfg.max_grad_norm, cfg.dual_grad_norm
+    W = cfg.weight_bound
     expected = cfg.diff_rate * n
     opt = make_optimizer("sgd", params, cfg.learning_rate, cfg.momentum)
     eta = torch.tensor(0.0, dtype=torch.float64, device=device)
@@ -450,7 +466,7 @@ def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
             g_eta, g_lam = _clip_scalar(d_eta, c_d).sum(), torch.zeros_like(eta)
         if private:
             unit_x, unit_s = units.draw()
-            _add_noise(sums, unit_x, noise["x_grad"] * c_x)
+            _add_noise(sums, unit_x, noise["x_grad"] * W * c_x)
             g_eta = g_eta + unit_s[0] * noise["dual_grad"] * c_d
             g_lam = g_lam + unit_s[1] * noise["dual_grad"] * c_d
         grad_norm = _norm(sums) / expected
