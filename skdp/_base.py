@@ -261,7 +261,8 @@ class BaseDPEstimator(BaseEstimator):
         if not array.flags.writeable:
             array = array.copy()
         limit = torch.finfo(dtype).max
-        if array.size and (array.max() > limit or array.min() < -limit):
+        wider = not np.issubdtype(array.dtype, np.floating) or np.finfo(array.dtype).max > limit
+        if array.size and wider and (array.max() > limit or array.min() < -limit):
             raise ValueError(
                 f"X has values too large for {dtype} (|x| > {torch.finfo(dtype).max:.3g}), "
                 "which training cannot clip; rescale or clip the features first (e.g. with "

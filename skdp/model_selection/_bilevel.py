@@ -1,0 +1,594 @@
+"""Private regularisation tuning without a grid: DP bilevel optimisation.
+
+:class:`DPBilevelRidge` and :class:`DPBilevelLogisticRegression` choose the
+strength omega of an l2 penalty ``omega / 2 * ||coef||^2`` on a
+validation part of the data, privately, in one fit: omega is updated on the
+fly from two privately trained models per iteration (Kornowski, *DP bilevel
+optimization*, Sec. 7, with the sign of the printed rule corrected). The
+whole data set (training and validation parts) is protected and ``fit``
+spends the whole budget.
+"""
+
+import math
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+from sklearn.utils._metadata_requests import UNUSED
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._base import BaseDPClassifier, BaseDPRegressor
+from ..privacy import (
+    ACCOUNTANTS,
+    NEIGHBORING,
+    BatchReleases,
+    PrivacyBudgetError,
+    Release,
+    ReleasePlan,
+)
+from ._bilevel_solvers import (
+    SOLVERS,
+    InnerSolver,
+    OuterConfig,
+    Problem,
+    SolverSettings,
+    output_rule,
+    run_bilevel,
+)
+
+#: Fewest validation records the tuner accepts.
+_MIN_VALIDATION = 2
+
+#: Largest noise multiplier of an inner solve the tuner accepts: beyond it
+#: the released models are noise.
+_MAX_MULTIPLIER = 1e3
+
+
+class _DPBilevelMixin:
+    """The tuner shared by the two estimators: split, plan, outer loop."""
+
+    _bilevel_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "omega_init": [Interval(Real, 0, None, closed="neither")],
+        "omega_bounds": [tuple, list],
+        "penalty": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "outer_lr": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "n_outer_iter": [Interval(Integral, 1, None, closed="left")],
+        "outer_noise": [StrOptions({"none", "paper"})],
+        "refit_share": [Interval(Real, 0, 1, closed="left")],
+        "inner_solver": [StrOptions(set(SOLVERS))],
+        "inner_steps": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "max_grad_norm": [Interval(Real, 0, None, closed="neither")],
+        "accountant": [StrOptions(set(ACCOUNTANTS))],
+        "neighboring": [StrOptions(set(NEIGHBORING))],
+        "random_state": ["random_state"],
+        "device": [str, torch.device],
+        "verbose": ["verbose"],
+    }
+
+    # the estimator shell's parameters that the shared base reads
+    batch_size = "auto"
+    noise_multiplier = None
+    secure_rng = False
+
+    def _check_tuner_params(self):
+        bounds = self.omega_bounds
+        if (len(bounds) != 2 or not all(isinstance(b, Real) for b in bounds)
+                or not 0 < bounds[0] < bounds[1] < np.inf):
+            raise ValueError(
+                f"omega_bounds must be a pair (low, high) with 0 < low < high < inf; got "
+                f"{bounds!r}. A positive lower bound keeps every inner problem strongly convex."
+            )
+        if not bounds[0] <= self.omega_init <= bounds[1]:
+            raise ValueError(
+                f"omega_init={self.omega_init!r} is outside omega_bounds={tuple(bounds)}."
+            )
+
+    def _split(self, n, validation_mask):
+        """Boolean validation mask: the routed one, or a seeded split."""
+        if validation_mask is not None:
+            mask = np.asarray(validation_mask)
+            if mask.dtype != bool or mask.shape != (n,):
+                raise ValueError(
+                    f"validation_mask must be a boolean array of shape ({n},), one entry per "
+                    f"row of X; got dtype {mask.dtype} and shape {mask.shape}."
+                )
+        else:
+            # the split is public (it depends only on the seed and n)
+            rng = check_random_state(self.random_state)
+            n_val = int(round(self.validation_fraction * n))
+            mask = np.zeros(n, dtype=bool)
+            mask[rng.permutation(n)[:n_val]] = True
+        n_val, n_train = int(mask.sum()), int((~mask).sum())
+        if n_val < _MIN_VALIDATION or n_train < _MIN_VALIDATION:
+            raise ValueError(
+                f"the validation part has {n_val} and the training part {n_train} records "
+                f"(n_samples={n}); each needs at least {_MIN_VALIDATION}. Give more data, or change "
+                "validation_fraction (or validation_mask)."
+            )
+        return mask
+
+    def _problems(self, rows, targets, mask, device):
+        """The ``train`` and ``mixed`` problems as weighted means over all
+        the records.
+
+        Both sample every record at the same rate for the same steps (the
+        validation records get weight 0 in ``train``), and ``mixed`` is
+        divided by ``1 + 1 / penalty`` (its omega too, so its minimiser is
+        unchanged): the two noisy solves then have about the same curvature
+        and noise, so the noise's contribution to ``R`` mostly cancels in
+        ``R(theta_lambda) - R(theta)`` instead of biasing omega.
+        """
+        n = rows.shape[0]
+        n_val, n_train = int(mask.sum()), int((~mask).sum())
+        mask_t = torch.as_tensor(mask, device=device)
+        augmented = torch.cat([rows, torch.ones_like(rows[:, :1])], 1)
+        train_w = torch.full((n,), n / n_train, dtype=targets.dtype, device=device)
+        train_w[mask_t] = 0.0
+        shrink = 1.0 + 1.0 / self._penalty()
+        mixed_w = train_w / shrink
+        mixed_w[mask_t] = n / (self._penalty() * n_val) / shrink
+        train = Problem(augmented, torch.cat([targets, train_w[:, None]], 1),
+                        self._loss_kind, "train")
+        mixed = Problem(augmented, torch.cat([targets, mixed_w[:, None]], 1),
+                        self._loss_kind, "mixed", omega_factor=1.0 / shrink)
+        return train, mixed
+
+    def _settings(self, n, refit=False):
+        """Release counts and step sizes of one solve on ``n`` records (the
+        refit trains longer: it is the released model)."""
+        kind = self.inner_solver
+        if kind == "output_perturbation":
+            return SolverSettings(kind, self.max_grad_norm, 1, 1.0, 1.0)
+        if kind == "dp_loc_gd":
+            steps = 60 if self.inner_steps == "auto" else int(self.inner_steps)
+            steps *= 3 if refit else 1
+            rounds = 3 if steps >= 3 else 1
+            steps = max(rounds, steps - steps % rounds)
+            return SolverSettings(kind, self.max_grad_norm, steps, 1.0, self._full_batch_lr,
+                                  n_rounds=rounds)
+        batch = self._resolve_batch_size(n)
+        q = batch / n
+        steps = (max(1, int(round(self._inner_epochs / q))) if self.inner_steps == "auto"
+                 else int(self.inner_steps))
+        steps *= 3 if refit else 1
+        return SolverSettings(kind, self.max_grad_norm, steps, q, self._sgd_lr)
+
+    def _release_plan(self, settings, n_train):
+        """Every inner solve's releases (T of each kind), the one-off
+        releases of the estimator (e.g. a private target scale) and, with
+        ``outer_noise="paper"``, the T noisy hypergradients."""
+        T = self.n_outer_iter
+        batches = [
+            BatchReleases([Release(name, sensitivity=self.max_grad_norm)],
+                          steps=T * settings[name].steps,
+                          sampling_rate=settings[name].sampling_rate, name=name)
+            for name in ("train", "mixed")
+        ]
+        if "refit" in settings:
+            # the refit's noise relative to the tuning's, so that it gets
+            # about refit_share of the privacy (GDP mu^2 ~ q^2 K / z^2 for
+            # subsampled Gaussians, K / z^2 at q = 1); the accountant
+            # certifies the total
+            def weight(s, steps):
+                return s.sampling_rate**2 * steps
+
+            tune = sum(weight(settings[k], T * settings[k].steps) for k in ("train", "mixed"))
+            refit = settings["refit"]
+            ratio = math.sqrt(weight(refit, refit.steps) / tune
+                              * (1.0 - self.refit_share) / self.refit_share)
+            batches.append(BatchReleases(
+                [Release("refit", sensitivity=self.max_grad_norm)], steps=refit.steps,
+                sampling_rate=refit.sampling_rate, noise_ratio=ratio, name="refit",
+            ))
+        if self.outer_noise == "paper":
+            # equal privacy for the outer step and each inner solve (the
+            # paper's thirds), approximately, through the noise ratio
+            s = settings["train"]
+            per_solve = s.steps * (1.0 if s.sampling_rate == 1.0
+                                   else s.sampling_rate**2 * (math.e - 1.0))
+            batches.append(BatchReleases(
+                [Release("hypergradient", sensitivity=self._outer_sensitivity(n_train))],
+                steps=T, sampling_rate=1.0, noise_ratio=1.0 / math.sqrt(per_solve),
+                name="hypergradient",
+            ))
+        return ReleasePlan(batches, initial=self._initial_releases(),
+                           neighboring=self.neighboring, accountant=self.accountant)
+
+    def _initial_releases(self):
+        return ()
+
+    def _outer_sensitivity(self, n_train):
+        # the paper's per-record outer bound, of order penalty * C, over the
+        # mean of the training records (a library constant)
+        return 2.0 * self._penalty() * self.max_grad_norm / n_train
+
+    def _penalty(self):
+        """lambda: ``penalty``, or with ``"auto"`` 1000 for exact
+        (non-private) solves and 10 for private ones."""
+        if self.penalty != "auto":
+            return float(self.penalty)
+        return 1e3 if self.epsilon is None else 10.0
+
+    def _check_budget(self, n):
+        """Each of the 2 T inner solves must get a usable share."""
+        if self.epsilon is None:
+            return
+        if self.delta >= 1.0 / n:
+            import warnings
+
+            warnings.warn(
+                f"delta={self.delta:g} is not smaller than 1/n_samples={1.0 / n:.3g}; use "
+                "delta well below 1/n_samples.", UserWarning,
+            )
+
+    def _tune(self, X, make_targets, n_outputs, validation_mask):
+        """Run the tuner and set the fitted attributes.
+
+        ``make_targets(report, generator, device)`` returns the targets,
+        shape (n, k) (it may draw the noise of one-off releases).
+        """
+        self._check_tuner_params()
+        n = X.shape[0]
+        mask = self._split(n, validation_mask)
+        self._check_budget(n)
+        n_train = int((~mask).sum())
+        settings = {"train": self._settings(n), "mixed": self._settings(n)}
+        if self.refit_share > 0:
+            settings["refit"] = self._settings(n, refit=True)
+        plan = self._release_plan(settings, n_train)
+        exact = self.epsilon is None
+
+        start = time.perf_counter()
+        if exact:
+            report = plan.non_private(self.delta)
+        else:
+            try:
+                report = plan.calibrate(self.epsilon, self.delta)
+            except PrivacyBudgetError as exc:
+                raise ValueError(
+                    f"epsilon={self.epsilon} cannot pay for the 2 x n_outer_iter="
+                    f"{2 * self.n_outer_iter} inner solves ({exc}). Raise epsilon, or lower "
+                    "n_outer_iter or inner_steps."
+                ) from exc
+            z = max(report.multiplier("train"), report.multiplier("mixed"))
+            if z > _MAX_MULTIPLIER:
+                raise ValueError(
+                    f"epsilon={self.epsilon} is too small for 2 x n_outer_iter="
+                    f"{2 * self.n_outer_iter} inner solves: each would need noise "
+                    f"{z:.3g} times its sensitivity. Raise epsilon or lower n_outer_iter."
+                )
+        generator, seed, device = self._make_generator()
+        self._is_linear = True
+        rows = self._to_tensor(X, device, dtype=torch.float64)
+        targets = make_targets(report, generator, device).to(device=device, dtype=torch.float64)
+        train, mixed = self._problems(rows, targets, mask, device)
+        train_solver = InnerSolver(train, settings["train"], generator, exact)
+        mixed_solver = InnerSolver(mixed, settings["mixed"], generator, exact)
+        calibration_time = time.perf_counter() - start
+        noise = {name: report.multiplier(name) for name in ("train", "mixed")}
+        outer_std = 0.0
+        if self.outer_noise == "paper" and not exact:
+            outer_std = report.scale("hypergradient")
+        config = OuterConfig(
+            n_iter=self.n_outer_iter, penalty=self._penalty(), omega_init=self.omega_init,
+            omega_bounds=tuple(self.omega_bounds), outer_lr=self.outer_lr,
+            outer_noise_std=outer_std, verbose=self.verbose,
+        )
+        theta0 = torch.zeros((n_outputs, rows.shape[1] + 1), dtype=torch.float64, device=device)
+        start = time.perf_counter()
+        with self._training_threads(device):
+            history = run_bilevel(train_solver, mixed_solver, noise, config, generator, theta0)
+        t_out = output_rule(history["omega"])
+        self.noise_multipliers_ = dict(noise)
+        if outer_std:
+            self.noise_multipliers_["hypergradient"] = report.multiplier("hypergradient")
+        self.t_out_ = t_out
+        self.omega_ = float(history["omega"][t_out])
+        self.omega_path_ = history["omega"]
+        self.n_iter_ = self.n_outer_iter
+        self.history_ = {k: v for k, v in history.items() if k != "models"}
+        weights = history["models"][t_out]
+        if "refit" in settings:
+            everything = Problem(torch.cat([rows, torch.ones_like(rows[:, :1])], 1),
+                                 torch.cat([targets, torch.ones_like(targets[:, :1])], 1),
+                                 self._loss_kind, "refit")
+            refit = InnerSolver(everything, settings["refit"], generator, exact)
+            with self._training_threads(device):
+                weights = refit.solve(self.omega_, weights, report.multiplier("refit"))
+            self.noise_multipliers_["refit"] = report.multiplier("refit")
+        weights = weights.cpu().numpy()
+        self._set_linear_params(weights)
+        self.module_state_ = None
+        self.validation_size_ = int(mask.sum())
+        self.fit_time_ = {"calibration": calibration_time,
+                          "training": time.perf_counter() - start}
+        self._store_privacy_report(report)
+        return self
+
+_PARAMS_DOC = """
+    epsilon : float or None, default=1.0
+        Budget of the whole fit (every inner solve; the training *and*
+        validation parts are protected). ``None`` tunes non-privately with
+        exact inner solves, for reference.
+    delta : float, default=1e-5
+    validation_fraction : float in (0, 1), default=0.2
+        Share of the records held out as validation part, by a split seeded
+        from ``random_state`` (it depends on the seed and ``n`` only). A
+        ``validation_mask`` passed to ``fit`` overrides it.
+    omega_init : float, default=1e-2
+        Starting regularisation strength (of ``omega / 2 * ||coef||^2`` on
+        the mean loss, features as given: standardise them first).
+    omega_bounds : tuple (low, high), default=(1e-6, 1e2)
+        The outer step projects omega onto these bounds; ``low > 0`` keeps
+        every inner problem strongly convex.
+    penalty : float or "auto", default="auto"
+        lambda of the penalty method: the second model of each iteration
+        minimises ``train loss + validation loss / penalty + omega R``. The
+        hypergradient ``penalty * (R(theta_lambda) - R(theta))`` has a bias
+        of order ``1 / penalty`` and amplifies the inner solvers' noise by
+        ``penalty``. ``"auto"``: 10 for private fits, 1000 with
+        ``epsilon=None`` (exact solves, no noise to amplify).
+    outer_lr : float or "auto", default="auto"
+        Step size of the outer update (in ``log omega``). ``"auto"`` is the
+        AdaGrad-norm step ``1 / sqrt(sum of squared hypergradients)``: the
+        first step changes omega by a factor e, later ones shrink (a library
+        choice; the paper's step size has unknown constants).
+    n_outer_iter : int, default=8
+        Outer iterations T; the fit runs 2 T private inner solves.
+    outer_noise : {"none", "paper"}, default="none"
+        ``"none"``: the outer update is post-processing of the two released
+        models (its gradient with respect to omega does not touch the data),
+        so it gets no noise. ``"paper"``: add the paper's Gaussian noise to
+        each hypergradient, accounted as T more releases (for reproduction).
+    inner_solver : {"dp_sgd", "dp_loc_gd", "output_perturbation"}, default="dp_sgd"
+        ``"dp_sgd"``: the DP-SGD engine (Poisson batches, clipping, penalty
+        added after the noise, iterate averaging). ``"dp_loc_gd"``: the
+        paper's localized noisy full-batch gradient descent.
+        ``"output_perturbation"``: exact solve of a Lipschitz version of the
+        problem (rows clipped, Huber loss for regression, intercept also
+        penalised) plus Gaussian noise scaled to its ``1 / omega``
+        sensitivity (an extension the paper's footnote 4 allows).
+    refit_share : float in [0, 1), default=0.5
+        Share of the privacy (GDP ``mu^2``, approximately; the accountant
+        certifies the total) spent on a final private fit on *all* the data
+        at ``omega_``, trained 3 times longer than an inner solve. 0 returns
+        the tuning run's model at ``omega_`` (trained on the training part).
+    inner_steps : int or "auto", default="auto"
+        Gradient releases per inner solve (``"auto"``: 3 epochs for
+        ``"dp_sgd"``, 60 full-batch steps in 3 rounds for ``"dp_loc_gd"``;
+        output perturbation makes one release).
+    max_grad_norm : float, default=1.0
+        Clipping bound on each record's (weighted) gradient, or the Lipschitz
+        bound of output perturbation.
+    accountant : {"pld", "rdp"}, default="pld"
+    neighboring : {"add_remove", "replace"}, default="add_remove"
+    random_state : int, RandomState instance or None, default=None
+        Seeds the split and, when not None, the noise (for experiments);
+        ``None`` draws the noise from the OS CSPRNG.
+    device : str, default="cpu"
+    verbose : int, default=0
+"""
+
+_ATTRS_DOC = """
+    omega_ : float
+        The tuned strength, ``omega_path_[t_out_]``.
+    omega_path_ : ndarray of shape (n_outer_iter + 1,)
+    t_out_ : int
+        The iteration whose step ``|log omega_{t+1} - log omega_t|`` is the
+        smallest (the paper's output rule; post-processing).
+    coef_, intercept_ :
+        The private model at ``omega_``: the refit on all the data, or with
+        ``refit_share=0`` the model of iteration ``t_out_`` (training part).
+    epsilon_, delta_ : float
+        Spent, from the accountant on ``dp_event_``.
+    dp_event_ : dp_accounting.DpEvent
+        Every inner solve (and refit, target scale, noisy hypergradient)
+        composed.
+    privacy_report_ : skdp.privacy.PrivacyReport
+    noise_multipliers_ : dict
+        Noise over sensitivity of the ``"train"`` and ``"mixed"`` solves
+        (and ``"refit"``, ``"hypergradient"``).
+    history_ : dict
+        Private quantities per iteration: ``"omega"``, ``"hypergradient"``,
+        ``"R_train"``, ``"R_mixed"``.
+    validation_size_ : int
+    n_iter_ : int
+    fit_time_ : dict
+"""
+
+
+class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
+    __doc__ = """Ridge regression whose penalty is tuned privately, without a grid.
+
+    Minimises the mean of ``(prediction - y)**2 / 2`` plus
+    ``omega / 2 * ||coef||^2`` and chooses omega on a validation part of the
+    data by the first-order DP bilevel method (see :ref:`bilevel`): each
+    iteration trains two private models at the current omega -- one on the
+    training part, one with the validation loss mixed in at weight
+    ``1 / penalty`` -- and moves omega against
+    ``penalty * (R(theta_lambda) - R(theta))``. Targets are scaled as in
+    :class:`~skdp.DPSGDRegressor` (``y_bounds``, or a private power of two).
+
+    Parameters
+    ----------""" + _PARAMS_DOC + """    y_bounds : tuple (low, high) or None, default=None
+        Public bounds on the target; ``None`` buys a private scale (part of
+        the budget, see :class:`~skdp.DPSGDRegressor`).
+
+    Attributes
+    ----------""" + _ATTRS_DOC + """    y_scale_, y_offset_ : float
+
+    See Also
+    --------
+    sklearn.linear_model.RidgeCV : the non-private grid search.
+    DPBilevelLogisticRegression : the same tuner for classification.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from skdp.model_selection import DPBilevelRidge
+    >>> X, y = make_regression(n_samples=4000, n_features=20, noise=20, random_state=0)
+    >>> reg = DPBilevelRidge(epsilon=2.0, random_state=0).fit(X, y)
+    >>> reg.epsilon_ <= 2.0, len(reg.omega_path_)
+    (True, 9)
+    >>> bool(reg.score(X, y) > 0.8)
+    True
+    """
+
+    _loss_kind = "squared"
+    _inner_epochs = 3
+    _sgd_lr = 0.1
+    _full_batch_lr = 0.5
+
+    _parameter_constraints = {
+        **_DPBilevelMixin._bilevel_constraints,
+        "y_bounds": [tuple, list, None],
+    }
+
+    def __init__(self, *, epsilon=1.0, delta=1e-5, validation_fraction=0.2, omega_init=1e-2,
+                 omega_bounds=(1e-6, 1e2), penalty="auto", outer_lr="auto", n_outer_iter=8,
+                 outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
+                 max_grad_norm=1.0, accountant="pld", neighboring="add_remove", y_bounds=None,
+                 random_state=None, device="cpu", verbose=0):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.validation_fraction = validation_fraction
+        self.omega_init = omega_init
+        self.omega_bounds = omega_bounds
+        self.penalty = penalty
+        self.outer_lr = outer_lr
+        self.n_outer_iter = n_outer_iter
+        self.outer_noise = outer_noise
+        self.refit_share = refit_share
+        self.inner_solver = inner_solver
+        self.inner_steps = inner_steps
+        self.max_grad_norm = max_grad_norm
+        self.accountant = accountant
+        self.neighboring = neighboring
+        self.y_bounds = y_bounds
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def fit(self, X, y, *, validation_mask=None):
+        """Tune omega and fit the private model at it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        validation_mask : array-like of bool, shape (n_samples,), default=None
+            Rows of the validation part (public); overrides
+            ``validation_fraction``.
+
+        Returns
+        -------
+        self : DPBilevelRidge
+        """
+        self._validate_params()
+        X, y = self._validate_regression_data(X, y)
+
+        def targets(report, generator, device):
+            scaled = self._scale_targets(y, report, generator, device)
+            return torch.as_tensor(scaled, dtype=torch.float64)[:, None]
+
+        return self._tune(X, targets, 1, validation_mask)
+
+    def _initial_releases(self):
+        release = self._target_release()
+        return () if release is None else (release,)
+
+
+class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
+    __doc__ = """Logistic regression whose penalty is tuned privately, without a grid.
+
+    Softmax (multinomial) logistic regression with penalty
+    ``omega / 2 * ||W||^2``, omega chosen on a validation part of the data
+    by the first-order DP bilevel method of :class:`DPBilevelRidge` (see
+    :ref:`bilevel`).
+
+    Parameters
+    ----------""" + _PARAMS_DOC + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)""" + _ATTRS_DOC + """
+    See Also
+    --------
+    sklearn.linear_model.LogisticRegressionCV : the non-private grid search.
+    DPBilevelRidge : the same tuner for regression.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from skdp.model_selection import DPBilevelLogisticRegression
+    >>> X, y = make_classification(n_samples=4000, n_features=20, random_state=0)
+    >>> clf = DPBilevelLogisticRegression(epsilon=2.0, random_state=0).fit(X, y)
+    >>> clf.epsilon_ <= 2.0
+    True
+    >>> bool(clf.score(X, y) > 0.8)
+    True
+    """
+
+    # fit takes no sensitive features
+    __metadata_request__fit = {"sensitive_features": UNUSED}
+
+    _loss_kind = "logistic"
+    _inner_epochs = 3
+    _sgd_lr = 0.5
+    _full_batch_lr = 1.0
+    sensitive_columns = None
+    sensitive_groups = None
+
+    _parameter_constraints = dict(_DPBilevelMixin._bilevel_constraints)
+
+    def __init__(self, *, epsilon=1.0, delta=1e-5, validation_fraction=0.2, omega_init=1e-2,
+                 omega_bounds=(1e-6, 1e2), penalty="auto", outer_lr="auto", n_outer_iter=8,
+                 outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
+                 max_grad_norm=1.0, accountant="pld", neighboring="add_remove",
+                 random_state=None, device="cpu", verbose=0):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.validation_fraction = validation_fraction
+        self.omega_init = omega_init
+        self.omega_bounds = omega_bounds
+        self.penalty = penalty
+        self.outer_lr = outer_lr
+        self.n_outer_iter = n_outer_iter
+        self.outer_noise = outer_noise
+        self.refit_share = refit_share
+        self.inner_solver = inner_solver
+        self.inner_steps = inner_steps
+        self.max_grad_norm = max_grad_norm
+        self.accountant = accountant
+        self.neighboring = neighboring
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def fit(self, X, y, *, validation_mask=None):
+        """Tune omega and fit the private model at it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        validation_mask : array-like of bool, shape (n_samples,), default=None
+            Rows of the validation part (public); overrides
+            ``validation_fraction``.
+
+        Returns
+        -------
+        self : DPBilevelLogisticRegression
+        """
+        self._validate_params()
+        X, y_codes, _ = self._validate_training_data(X, y, None)
+
+        def onehot(report, generator, device):
+            codes = torch.as_tensor(y_codes, device=device)
+            return torch.nn.functional.one_hot(codes, len(self.classes_)).double()
+
+        return self._tune(X, onehot, len(self.classes_), validation_mask)

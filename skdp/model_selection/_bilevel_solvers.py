@@ -1,0 +1,275 @@
+"""Inner solvers of the bilevel tuner and its outer loop (torch only).
+
+Each outer iteration solves two strongly convex problems at the current
+regularisation strength omega:
+
+* ``"train"``: mean training loss + omega R(theta);
+* ``"mixed"``: the same plus the mean validation loss weighted by
+  ``1 / penalty`` (Kornowski, Sec. 7: "mixing in a bit of the validation
+  loss").
+
+Both are written as one weighted mean over the records of their part of the
+data (weights in the last target column, see
+:class:`~skdp.models.WeightedHead`), so every solver clips each record's
+*weighted* gradient and one record's influence is bounded whichever part it
+is in. ``R(theta) = ||W||^2 / 2`` over the weights (not the intercepts).
+"""
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from ..linear_model._trainer import DPSGDConfig, train_dpsgd
+from ..models import CrossEntropyHead, LinearBackend, SquaredLossHead, WeightedHead
+from ..privacy import BatchReleases, Release, gaussian_noise
+from ._dp_loc_gd import LocGDConfig, run_loc_gd
+
+SOLVERS = ("dp_loc_gd", "dp_sgd", "output_perturbation")
+
+
+def regularizer(weights):
+    """``R(theta) = ||W||^2 / 2`` over the weight columns (bias excluded)."""
+    return 0.5 * float(weights[:, :-1].double().square().sum())
+
+
+@dataclass
+class Problem:
+    """One inner problem: rows (bias column appended), targets with the
+    per-record weight as last column, and the base loss kind."""
+
+    rows: torch.Tensor
+    targets: torch.Tensor
+    kind: str
+    name: str
+    omega_factor: float = 1.0
+    normal_equations: tuple = None
+
+    @property
+    def n(self):
+        return self.rows.shape[0]
+
+    @property
+    def max_weight(self):
+        return float(self.targets[:, -1].max())
+
+    def head(self):
+        base = SquaredLossHead() if self.kind == "squared" else CrossEntropyHead()
+        return WeightedHead(base)
+
+
+def _sample_losses(kind, outputs, targets, huber=False):
+    if kind == "squared":
+        residual = outputs - targets
+        if huber:
+            absolute = residual.abs()
+            return torch.where(absolute <= 1.0, 0.5 * residual.square(), absolute - 0.5).sum(1)
+        return 0.5 * residual.square().sum(1)
+    return -(targets * torch.log_softmax(outputs, dim=1)).sum(1)
+
+
+def exact_solve(problem, omega, theta0, *, huber=False, penalize_intercept=False, row_bound=None):
+    """The (numerically) exact minimiser of a weighted penalised problem.
+
+    Closed form for the squared loss, L-BFGS in float64 otherwise. With
+    ``row_bound``, rows are first clipped to that norm; with ``huber`` the
+    squared loss becomes a Huber loss with unit threshold (both make the
+    loss Lipschitz, for output perturbation).
+    """
+    rows = problem.rows.double()
+    if row_bound is not None:
+        norms = rows.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        rows = rows * (row_bound / norms).clamp(max=1.0)
+    targets = problem.targets[:, :-1].double()
+    weights = problem.targets[:, -1].double()
+    n, width = rows.shape
+    mask = torch.ones(width, dtype=torch.float64)
+    if not penalize_intercept:
+        mask[-1] = 0.0
+    if problem.kind == "squared" and not huber:
+        if problem.normal_equations is None:  # omega-free, computed once
+            problem.normal_equations = (rows.T @ (rows * weights[:, None]) / n,
+                                        rows.T @ (targets * weights[:, None]) / n)
+        gram, rhs = problem.normal_equations
+        gram = gram + torch.diag(omega * mask + 1e-12)
+        return torch.linalg.solve(gram, rhs).T
+    theta = theta0.double().clone().requires_grad_(True)
+    optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=500, tolerance_grad=1e-10,
+                                  tolerance_change=1e-14, history_size=20,
+                                  line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        losses = _sample_losses(problem.kind, rows @ theta.T, targets, huber)
+        value = (losses * weights).mean() + 0.5 * omega * (theta.square() * mask).sum()
+        value.backward()
+        return value
+
+    with torch.enable_grad():
+        optimizer.step(closure)
+    return theta.detach()
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Public settings of the inner solves (one per problem)."""
+
+    kind: str
+    max_grad_norm: float
+    steps: int              # releases per solve
+    sampling_rate: float    # 1.0 for full-batch solvers
+    learning_rate: float
+    n_rounds: int = 1       # DP-Loc-GD rounds (steps = n_rounds * steps per round)
+
+
+class InnerSolver:
+    """Solves one :class:`Problem` at a given omega, privately.
+
+    ``settings`` fixes the releases of one solve, so the release plan is
+    known before training: :meth:`releases` describes ``n_solves`` solves.
+    """
+
+    def __init__(self, problem, settings, generator, exact=False):
+        self.problem = problem
+        self.settings = settings
+        self.generator = generator
+        self.exact = exact
+        self.backend = None
+        if not exact and settings.kind in ("dp_sgd", "dp_loc_gd"):
+            n_out = problem.targets.shape[1] - 1
+            self.backend = LinearBackend(problem.rows[:, :-1], n_out)
+            self.head = problem.head()
+
+    # -------------------------------------------------------- privacy
+    def sensitivity(self):
+        """l2 sensitivity of one release, before the omega-dependent factor
+        of output perturbation (whose noise scales with ``1 / omega``)."""
+        return self.settings.max_grad_norm
+
+    def releases(self, n_solves):
+        s = self.settings
+        return BatchReleases(
+            [Release(self.problem.name, sensitivity=self.sensitivity())],
+            steps=n_solves * s.steps, sampling_rate=s.sampling_rate, name=self.problem.name,
+        )
+
+    def output_sensitivity(self, omega):
+        """Sensitivity of the exact argmin of the Lipschitz-ified problem:
+        ``2 w_max L / (omega n)`` (each record's weighted gradient is at most
+        ``w_max L``; the factor 2 also covers add/remove, where the mean's
+        normaliser is public)."""
+        return 2.0 * self.problem.max_weight * self.settings.max_grad_norm / (omega * self.problem.n)
+
+    # ----------------------------------------------------------- solve
+    def solve(self, omega, theta0, noise_multiplier):
+        """Private solution at ``omega`` started from ``theta0``; float64.
+
+        The problem's penalty is ``omega * problem.omega_factor``.
+        """
+        s = self.settings
+        omega = omega * self.problem.omega_factor
+        if self.exact:
+            return exact_solve(self.problem, omega, theta0)
+        if s.kind == "output_perturbation":
+            # L-Lipschitz loss: rows clipped to L / sqrt(2) (softmax output
+            # gradients have norm <= sqrt(2)) or to L with a unit Huber loss
+            bound = s.max_grad_norm / (math.sqrt(2.0) if self.problem.kind != "squared" else 1.0)
+            theta = exact_solve(self.problem, omega, theta0, huber=self.problem.kind == "squared",
+                                penalize_intercept=True, row_bound=bound)
+            if noise_multiplier is not None:
+                std = noise_multiplier * self.output_sensitivity(omega)
+                theta = theta + gaussian_noise(theta, std, self.generator)
+            return theta
+        dtype = self.backend.weights.dtype
+        self.backend.weights.copy_(theta0.to(dtype))
+        if s.kind == "dp_sgd":
+            config = DPSGDConfig(
+                n_steps=s.steps, sampling_rate=s.sampling_rate, max_grad_norm=s.max_grad_norm,
+                noise_multiplier=noise_multiplier, learning_rate=s.learning_rate, momentum=0.0,
+                alpha=omega, head=self.head, averaging=0.5,
+            )
+            train_dpsgd(self.backend, self.problem.targets.to(dtype), config, self.generator)
+        else:
+            config = LocGDConfig(
+                n_rounds=s.n_rounds, n_steps=s.steps // s.n_rounds, max_grad_norm=s.max_grad_norm,
+                noise_multiplier=noise_multiplier, strong_convexity=omega,
+                max_lr=s.learning_rate, alpha=omega,
+            )
+            run_loc_gd(self.backend, self.problem.targets.to(dtype), self.head, config,
+                       self.generator)
+        return self.backend.weights.detach().double().clone()
+
+
+@dataclass(frozen=True)
+class OuterConfig:
+    """Settings of the outer loop on omega."""
+
+    n_iter: int
+    penalty: float
+    omega_init: float
+    omega_bounds: tuple
+    outer_lr: object          # float or "auto"
+    log_space: bool = True
+    outer_noise_std: float = 0.0
+    verbose: int = 0
+
+
+def run_bilevel(train, mixed, noise, config, generator, theta0):
+    """The corrected Section-7 rule, on the fly.
+
+    At each iteration ``theta_t`` (train) and ``theta_lambda_t`` (mixed) are
+    solved privately at ``omega_t``; the hypergradient estimate is
+    ``penalty * (R(theta_lambda_t) - R(theta_t))`` (a function of the two
+    released models only), and omega moves *against* it (the paper prints
+    the opposite sign). In log space (default) the step is on
+    ``log omega`` with the chain-rule factor omega.
+
+    Returns a dict of private quantities: ``omega`` path (T + 1 values),
+    ``hypergradient``, ``R_train``, ``R_mixed``, ``steps`` and the models.
+    """
+    low, high = config.omega_bounds
+    omega = float(np.clip(config.omega_init, low, high))
+    path, hypergrads, r_train, r_mixed, models = [omega], [], [], [], []
+    theta_t, theta_m = theta0.clone(), theta0.clone()
+    squares = 0.0
+    for t in range(config.n_iter):
+        theta_t = train.solve(omega, theta_t, noise.get("train"))
+        theta_m = mixed.solve(omega, theta_m, noise.get("mixed"))
+        rt, rm = regularizer(theta_t), regularizer(theta_m)
+        hyper = config.penalty * (rm - rt)
+        if config.outer_noise_std:
+            hyper += float(gaussian_noise(torch.zeros(1, dtype=torch.float64),
+                                          config.outer_noise_std, generator))
+        grad = omega * hyper if config.log_space else hyper
+        if config.outer_lr == "auto":
+            # AdaGrad-norm: the first step moves by one unit (a factor e in
+            # log space), later ones shrink with the gradients seen so far
+            squares += grad * grad
+            lr = 1.0 / math.sqrt(squares) if squares > 0 else 0.0
+        else:
+            lr = float(config.outer_lr)
+        if config.log_space:
+            omega = float(np.clip(math.exp(math.log(omega) - lr * grad), low, high))
+        else:
+            omega = float(np.clip(omega - lr * grad, low, high))
+        path.append(omega)
+        hypergrads.append(hyper)
+        r_train.append(rt)
+        r_mixed.append(rm)
+        models.append(theta_t)
+        if config.verbose:
+            print(f"[bilevel] iteration {t + 1}/{config.n_iter}  omega {omega:.4g}")
+    return {"omega": np.array(path), "hypergradient": np.array(hypergrads),
+            "R_train": np.array(r_train), "R_mixed": np.array(r_mixed), "models": models}
+
+
+def output_rule(path, log_space=True):
+    """``t_out = argmin_t |omega_{t+1} - omega_t|`` (in log space by
+    default), from the private path only."""
+    values = np.log(path) if log_space else np.asarray(path)
+    return int(np.argmin(np.abs(np.diff(values))))
+
+
+def with_steps(settings, steps):
+    return replace(settings, steps=int(steps))

@@ -1,0 +1,221 @@
+"""DP bilevel tuning: hypergradient, corrected rule, privacy, solvers, checks."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdp.model_selection import DPBilevelLogisticRegression, DPBilevelRidge, dp_loc_gd
+from skdp.model_selection._bilevel_solvers import Problem, exact_solve, regularizer
+from skdp.models import SquaredLossHead, WeightedHead
+from skdp.privacy import clipped_linear_sum, compute_epsilon
+
+
+def _ridge_problem(seed=0, n_train=60, n_val=40, d=5, scale=1.0, noise=0.8):
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(size=d) * scale
+    X = rng.normal(size=(n_train + n_val, d))
+    y = X @ theta + noise * rng.normal(size=n_train + n_val)
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
+def _closed_form(Xt, yt, omega):
+    """theta*(omega) of mean squared loss / 2 + omega / 2 ||w||^2, with an
+    unpenalised intercept; returns (theta, rows, D, H)."""
+    rows = np.column_stack([Xt, np.ones(len(Xt))])
+    D = np.diag([1.0] * Xt.shape[1] + [0.0])
+    H = rows.T @ rows / len(rows)
+    theta = np.linalg.solve(H + omega * D, rows.T @ yt / len(rows))
+    return theta, rows, D, H
+
+
+def _validation_loss(Xt, yt, Xv, yv, omega):
+    theta, *_ = _closed_form(Xt, yt, omega)
+    rows_v = np.column_stack([Xv, np.ones(len(Xv))])
+    return 0.5 * np.mean((rows_v @ theta - yv) ** 2)
+
+
+def _exact_hypergradient(Xt, yt, Xv, yv, omega):
+    """dF/domega = -grad f(theta*)^T (H + omega D)^{-1} D theta*."""
+    theta, _, D, H = _closed_form(Xt, yt, omega)
+    rows_v = np.column_stack([Xv, np.ones(len(Xv))])
+    grad_f = rows_v.T @ (rows_v @ theta - yv) / len(rows_v)
+    return -grad_f @ np.linalg.solve(H + omega * D, D @ theta)
+
+
+def _penalty_hypergradient(Xt, yt, Xv, yv, omega, lam):
+    """lambda (R(theta_lambda) - R(theta*)) with exact inner solves, via the
+    tuner's weighted problems."""
+    n_t, n_v = len(Xt), len(Xv)
+    n = n_t + n_v
+    rows = torch.as_tensor(np.column_stack([np.vstack([Xt, Xv]), np.ones(n)]))
+    y = torch.as_tensor(np.concatenate([yt, yv]))[:, None]
+    f64 = dict(dtype=torch.float64)
+    w_train = torch.cat([torch.full((n_t,), n / n_t, **f64), torch.zeros(n_v, **f64)])
+    w_mixed = torch.cat([torch.full((n_t,), n / n_t, **f64),
+                         torch.full((n_v,), n / (lam * n_v), **f64)])
+    train = Problem(rows, torch.cat([y, w_train[:, None]], 1), "squared", "train")
+    mixed = Problem(rows, torch.cat([y, w_mixed[:, None]], 1), "squared", "mixed")
+    theta0 = torch.zeros((1, rows.shape[1]), dtype=torch.float64)
+    theta = exact_solve(train, omega, theta0)
+    theta_lam = exact_solve(mixed, omega, theta0)
+    np.testing.assert_allclose(theta[0].numpy(), _closed_form(Xt, yt, omega)[0], rtol=1e-8)
+    return lam * (regularizer(theta_lam) - regularizer(theta))
+
+
+def test_penalty_hypergradient_matches_exact_derivative():
+    Xt, yt, Xv, yv = _ridge_problem()
+    omega = 0.3
+    exact = _exact_hypergradient(Xt, yt, Xv, yv, omega)
+    # finite differences agree with the implicit-function formula
+    h = 1e-6
+    fd = (_validation_loss(Xt, yt, Xv, yv, omega + h)
+          - _validation_loss(Xt, yt, Xv, yv, omega - h)) / (2 * h)
+    assert fd == pytest.approx(exact, rel=1e-5)
+    errors = [abs(_penalty_hypergradient(Xt, yt, Xv, yv, omega, lam) - exact)
+              for lam in (10.0, 100.0, 1000.0, 1e4)]
+    # O(1/lambda): each factor 10 in lambda divides the error by about 10
+    for coarse, fine in zip(errors, errors[1:]):
+        assert 5 < coarse / fine < 20
+    assert errors[-1] < 1e-3 * abs(exact)
+
+
+@pytest.mark.parametrize("omega", [0.01, 0.3, 3.0])
+def test_corrected_rule_descends_and_printed_sign_ascends(omega):
+    Xt, yt, Xv, yv = _ridge_problem(seed=1)
+    hyper = _penalty_hypergradient(Xt, yt, Xv, yv, omega, 1e4)
+    eta = 0.05 * omega / max(abs(hyper), 1e-12)
+    F = _validation_loss(Xt, yt, Xv, yv, omega)
+    corrected = max(0.0, omega - eta * hyper)   # the spec's sign
+    printed = max(0.0, omega + eta * hyper)     # the paper's printed sign
+    assert _validation_loss(Xt, yt, Xv, yv, corrected) < F
+    assert _validation_loss(Xt, yt, Xv, yv, printed) > F
+
+
+def test_non_private_tuner_finds_the_validation_optimum():
+    # omega* near noise^2 / (n_train scale^2) = 0.3: an interior optimum
+    Xt, yt, Xv, yv = _ridge_problem(seed=2, n_train=300, n_val=200, d=20, scale=0.3, noise=3.0)
+    X, y = np.vstack([Xt, Xv]), np.concatenate([yt, yv])
+    mask = np.r_[np.zeros(300, bool), np.ones(200, bool)]
+    reg = DPBilevelRidge(epsilon=None, n_outer_iter=25, y_bounds=(-50, 50), omega_init=1.0,
+                         random_state=0).fit(X, y, validation_mask=mask)
+    grid = np.logspace(-3, 1, 400)
+    scale = reg.y_scale_
+    losses = [_validation_loss(Xt, yt / scale, Xv, yv / scale, g) for g in grid]
+    best = grid[int(np.argmin(losses))]
+    assert 2e-3 < best < 5
+    assert reg.omega_ == pytest.approx(best, rel=0.1)
+    assert reg.epsilon_ == np.inf and reg.dp_event_ is None
+    # the validation loss decreased along the path
+    path_losses = [_validation_loss(Xt, yt / scale, Xv, yv / scale, w) for w in reg.omega_path_]
+    assert path_losses[reg.t_out_] < path_losses[0]
+
+
+@pytest.mark.parametrize("solver", ["dp_sgd", "dp_loc_gd", "output_perturbation"])
+def test_epsilon_recomputed_from_event(solver):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 5))
+    y = X @ rng.normal(size=5) + rng.normal(size=2000)
+    reg = DPBilevelRidge(epsilon=1.0, inner_solver=solver, n_outer_iter=3,
+                         random_state=0).fit(X, y)
+    assert reg.epsilon_ <= 1.0 + 1e-9
+    assert reg.epsilon_ > 0.95
+    assert compute_epsilon(reg.dp_event_, reg.delta_, reg.accountant_) == reg.epsilon_
+    report = reg.privacy_report_
+    # T solves of each kind, plus the refit, each a batch of the plan
+    assert set(reg.noise_multipliers_) == {"train", "mixed", "refit"}
+    steps = dict(zip(("train", "mixed", "refit"), report.steps))
+    assert steps["train"] % 3 == 0 and steps["mixed"] % 3 == 0
+    assert report.initial_event is not None  # the private target scale
+    assert len(reg.omega_path_) == 4 and 0 <= reg.t_out_ < 3
+    assert reg.omega_ == reg.omega_path_[reg.t_out_]
+
+
+def test_paper_outer_noise_is_accounted():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 4))
+    y = (X[:, 0] > 0).astype(int)
+    clf = DPBilevelLogisticRegression(epsilon=2.0, outer_noise="paper", n_outer_iter=3,
+                                      refit_share=0.0, random_state=0).fit(X, y)
+    assert "hypergradient" in clf.privacy_report_.noise
+    assert clf.noise_multipliers_["hypergradient"] > 0
+    assert clf.epsilon_ <= 2.0
+    none = DPBilevelLogisticRegression(epsilon=2.0, n_outer_iter=3, refit_share=0.0,
+                                       random_state=0).fit(X, y)
+    # without outer noise the inner solves get more of the budget
+    assert none.noise_multipliers_["train"] < clf.noise_multipliers_["train"]
+
+
+def test_weighted_clipping_bounds_each_record():
+    """A record of either part, whatever its weight, moves a clipped
+    gradient sum by at most C."""
+    rng = np.random.default_rng(0)
+    rows = torch.as_tensor(np.column_stack([rng.normal(size=(40, 3)) * 10, np.ones(40)]))
+    y = torch.as_tensor(rng.normal(size=40) * 100)
+    weights = torch.as_tensor(rng.choice([1.25, 0.05, 50.0], size=40))
+    theta = torch.as_tensor(rng.normal(size=(1, 4)))
+    head, clip = WeightedHead(SquaredLossHead()), 0.5
+    targets_t = torch.stack([y, weights])
+
+    def total(keep):
+        out = head.output_grad(theta @ rows[keep].T, targets_t[:, keep])
+        return clipped_linear_sum(rows[keep], out, clip)[0]
+
+    everyone = torch.ones(40, dtype=torch.bool)
+    for i in range(40):
+        keep = everyone.clone()
+        keep[i] = False
+        assert float((total(everyone) - total(keep)).norm()) <= clip * (1 + 1e-9)
+
+
+def test_dp_loc_gd_error_rate():
+    """||theta - theta*|| shrinks like C sqrt(d) / (mu n epsilon)."""
+    rng = np.random.default_rng(0)
+    d, alpha = 4, 0.5
+    errors = {}
+    for n in (2000, 8000):
+        X = rng.normal(size=(n, d)) * 0.3
+        y = X @ np.full(d, 0.5) + 0.1 * rng.normal(size=n)
+        exact, b, _ = dp_loc_gd(X, y, alpha=alpha, epsilon=None, n_steps=200, random_state=0)
+        errs = []
+        for seed in range(4):
+            coef, _, report = dp_loc_gd(X, y, alpha=alpha, epsilon=1.0, n_steps=200,
+                                        random_state=seed)
+            assert report.epsilon <= 1.0
+            errs.append(np.linalg.norm(coef - exact))
+        errors[n] = np.mean(errs)
+        assert errors[n] < 10 * 1.0 * np.sqrt(d) / (alpha * n * 1.0)
+    assert errors[8000] < errors[2000] / 2
+
+
+def test_bad_input():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 3))
+    y = X[:, 0]
+    with pytest.raises(ValueError, match="omega_bounds"):
+        DPBilevelRidge(omega_bounds=(0.0, 1.0)).fit(X, y)
+    with pytest.raises(ValueError, match="omega_bounds"):
+        DPBilevelRidge(omega_bounds=(1.0, 0.5)).fit(X, y)
+    with pytest.raises(ValueError, match="omega_init"):
+        DPBilevelRidge(omega_init=1e3).fit(X, y)
+    with pytest.raises(ValueError, match="too small|cannot pay"):
+        DPBilevelRidge(epsilon=1e-4, n_outer_iter=50).fit(X, y)
+    with pytest.raises(ValueError, match="validation part"):
+        DPBilevelRidge(validation_fraction=0.001).fit(X[:200], y[:200])
+    with pytest.raises(ValueError, match="validation_mask"):
+        DPBilevelRidge().fit(X, y, validation_mask=np.ones(10, bool))
+
+
+def test_logistic_tuner_utility():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 10))
+    y = (X @ rng.normal(size=10) + rng.normal(size=4000) > 0).astype(int)
+    clf = DPBilevelLogisticRegression(epsilon=3.0, random_state=0).fit(X[:3000], y[:3000])
+    assert clf.coef_.shape == (1, 10)
+    assert clf.score(X[3000:], y[3000:]) > 0.8
+    assert clf.omega_path_[0] == clf.omega_init
+
+
+@parametrize_with_checks([DPBilevelRidge(), DPBilevelLogisticRegression()])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
