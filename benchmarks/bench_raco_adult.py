@@ -68,6 +68,8 @@ def run_raco(constraint, tolerances, gap_fn, data, seeds):
             acc.append(np.mean(pred == y_test))
             gap.append(gap_fn(y_test, pred, s_test))
             eps.append(clf.epsilon_)
+        print(f"  {constraint} tolerance {tol:g}: accuracy {np.mean(acc):.4f}, gap "
+              f"{np.mean(gap):.4f} ({seeds} seeds)", flush=True)
         results[tol] = dict(acc=np.mean(acc), gap=np.mean(gap), fit=median(fit_s),
                             step=median(step_ms), steps=clf.n_steps_, batch=clf.batch_size_)
         rows.append([
@@ -103,6 +105,7 @@ def main():
         return false_negative_rate(y, p)
 
     # ---------------------------------------------------------------- references
+    print("references: LogisticRegression, DPSGDClassifier, fairlearn ...", flush=True)
     sk_times = []
     with threadpool_limits(1):
         for _ in range(args.seeds):
@@ -126,6 +129,8 @@ def main():
         from fairlearn.reductions import DemographicParity, ExponentiatedGradient
 
         for bound in (0.03, 0.015):
+            print(f"  fairlearn ExponentiatedGradient, bound {bound} (takes a minute) ...",
+                  flush=True)
             eg = ExponentiatedGradient(LogisticRegression(max_iter=1000),
                                        DemographicParity(difference_bound=bound))
             eg.fit(X_train, y_train, sensitive_features=s_train)
