@@ -210,11 +210,12 @@ def test_weight_bound_is_the_planned_sensitivity():
     X, y = _data(800)
     for lam, expected in [(0.3, 6.0), (3.0, 1.5), (0.01, 10.0)]:
         clf = DPDROClassifier(epsilon=2.0, lam=lam, max_grad_norm=2.0, max_epochs=1,
-                              random_state=0).fit(X, y)
+                              algorithm="double_spider", random_state=0).fit(X, y)
         # chi2: (psi*)'(B / lam) = (B / lam + 2) / 2 with B = 3, capped at max_weight=10
         assert clf.weight_bound_ == pytest.approx(expected)
         assert clf.privacy_report_.noise["x_anchor"].sensitivity == pytest.approx(2.0 * expected)
-    kl = DPDROClassifier(divergence="kl", epsilon=2.0, max_epochs=1, random_state=0).fit(X, y)
+    kl = DPDROClassifier(divergence="kl", algorithm="recursive_spider", epsilon=2.0,
+                         max_epochs=1, random_state=0).fit(X, y)
     assert kl.weight_bound_ == 1.0  # recursive SPIDER: exp((l - B)/lam) <= 1
 
 
@@ -225,7 +226,8 @@ def test_lam_moves_the_noiseless_solution_towards_the_rare_group():
     rare = groups == 1
     acc = {}
     for lam in (0.1, 10.0):
-        clf = DPDROClassifier(epsilon=None, lam=lam, random_state=0).fit(X, y)
+        clf = DPDROClassifier(epsilon=None, lam=lam, algorithm="double_spider",
+                              random_state=0).fit(X, y)
         acc[lam] = np.mean(clf.predict(X[rare]) == y[rare])
     assert acc[0.1] > acc[10.0] + 0.02
 
@@ -319,15 +321,17 @@ def test_noiseless_double_spider_matches_plain_minibatch_spider():
 
 
 # ------------------------------------------------------------------ privacy
-@pytest.mark.parametrize("kwargs", [dict(), dict(divergence="kl"),
-                                    dict(divergence="kl", formulation="constrained"),
-                                    dict(algorithm="dp_sgd")])
+@pytest.mark.parametrize("kwargs", [dict(algorithm="double_spider"),
+                                    dict(divergence="kl", algorithm="recursive_spider"),
+                                    dict(divergence="kl", formulation="constrained",
+                                         algorithm="recursive_spider"),
+                                    dict(), dict(divergence="kl", formulation="constrained")])
 def test_epsilon_recomputed_from_dp_event(kwargs):
     X, y = _data(800)
     clf = DPDROClassifier(epsilon=2.0, max_epochs=3, random_state=0, **kwargs).fit(X, y)
     assert clf.epsilon_ <= 2.0
     assert compute_epsilon(clf.dp_event_, clf.delta_, "pld") == pytest.approx(clf.epsilon_)
-    if kwargs.get("algorithm") != "dp_sgd":
+    if clf.algorithm_ != "dp_sgd":
         # anchors and differences are two events at different rates
         events = clf.dp_event_.events
         assert [e.count for e in events] == list(clf.privacy_report_.steps)
@@ -368,6 +372,20 @@ def test_membership_inference_bound():
 
 
 # --------------------------------------------------------------- estimator
+@pytest.mark.parametrize("divergence", ["chi2", "kl"])
+def test_auto_algorithm_depends_on_the_number_of_records(divergence):
+    """Below SPIDER_MIN_SAMPLES records "auto" is DP-SGD on the dual (the
+    SPIDER algorithms need many short steps); from it on, a SPIDER."""
+    from skdp.robust._dro import SPIDER_MIN_SAMPLES
+
+    X, y = _data(SPIDER_MIN_SAMPLES)
+    kwargs = dict(divergence=divergence, epsilon=None, max_steps=2, random_state=0)
+    small = DPDROClassifier(**kwargs).fit(X[:-1], y[:-1])
+    large = DPDROClassifier(**kwargs).fit(X, y)
+    assert small.algorithm_ == "dp_sgd"
+    assert large.algorithm_ == ("recursive_spider" if divergence == "kl" else "double_spider")
+
+
 def test_errors_are_clear():
     X, y = _data(300)
     with pytest.raises(ValueError, match="overflows"):
