@@ -56,7 +56,8 @@ GRID = {"clf__learning_rate": [0.25, 0.5, 1.0, 2.0], "clf__max_epochs": [5, 10]}
 
 def main():
     parser = argparse.ArgumentParser(description="Private grid search on UCI Adult.")
-    parser.add_argument("--output", default=str(Path(__file__).with_name("private_search.png")))
+    here = Path(globals().get("__file__", "plot_private_search.py")).resolve()
+    parser.add_argument("--output", default=str(here.with_name("private_search.png")))
     parser.add_argument("--no-contrast", action="store_true",
                         help="skip the ordinary GridSearchCV (half the run time)")
     args = parser.parse_args()
