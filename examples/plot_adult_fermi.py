@@ -1,7 +1,7 @@
 """
-=========================================================
+=======================================================
 Private fair learning from one and three silos on Adult
-=========================================================
+=======================================================
 
 Fits :class:`skdp.DPFERMIClassifier` (DP-FERMI / SteFFLe) at epsilon=1 on
 UCI Adult for a few values of the fairness weight ``lam``, once with all

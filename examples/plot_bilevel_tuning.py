@@ -1,7 +1,7 @@
 """
-======================================================
+================================================
 Tuning a ridge penalty privately, without a grid
-======================================================
+================================================
 
 :class:`~skdp.model_selection.DPBilevelRidge` updates the penalty strength
 omega on the fly from two privately trained models per iteration. This

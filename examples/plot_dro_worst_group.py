@@ -1,6 +1,6 @@
 """
 Worst-group accuracy: private DRO against DP-SGD
-===============================================
+================================================
 
 A rare subpopulation (5 % of the records) follows a shifted rule (its
 decision threshold is moved). DP-SGD fits the majority; :class:`skdp.DPDROClassifier` gives the

@@ -1,7 +1,7 @@
 """
-==========================================================
+===========================================================
 One epsilon for a whole search: private tuning on UCI Adult
-==========================================================
+===========================================================
 
 A pipeline of private steps -- a :class:`~skdp.preprocessing.DPStandardScaler`
 with public bounds, a :class:`~skdp.preprocessing.DPOneHotEncoder` with the
