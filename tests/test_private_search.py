@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 import sklearn
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import integrate, stats
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import make_scorer
@@ -17,7 +19,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp import DPSGDClassifier
+from skdp import DPSGDClassifier, DPSGDRegressor
 from skdp.datasets import fetch_adult, make_preprocessor
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.metrics import get_fairness_scorer
@@ -310,6 +312,9 @@ def _expected_failures(estimator):
 @parametrize_with_checks(
     [PrivateGridSearchCV(DPSGDClassifier(batch_size=8, max_epochs=3, random_state=0),
                          {"learning_rate": [0.5, 1.0]}, epsilon=4.0, refit_share=0.0,
+                         random_state=0),
+     PrivateGridSearchCV(DPSGDRegressor(batch_size=8, max_epochs=3, random_state=0),
+                         {"alpha": [0.0, 0.1]}, epsilon=4.0, error_bound=10.0, refit_share=0.0,
                          random_state=0)],
     expected_failed_checks=_expected_failures,
 )
@@ -422,3 +427,229 @@ def test_refit_false_keeps_no_model(data):
     assert search.budget_split_["shares"]["refit"] == 0.0
     with pytest.raises(AttributeError):
         search.predict(X)
+
+
+# ------------------------------------------------------------ regressors
+REG_GRID = {"alpha": [1e-4, 0.1, 10.0]}
+
+
+@pytest.fixture(scope="module")
+def reg_data():
+    rng = np.random.default_rng(1)
+    n = 3000
+    X = rng.normal(size=(n, 4))
+    y = X @ np.array([4.0, -3.0, 2.0, 0.0]) + 2.0 * rng.normal(size=n)
+    return X, y
+
+
+def _reg(**kwargs):
+    return DPSGDRegressor(batch_size=150, max_epochs=3, random_state=0, **kwargs)
+
+
+def _reg_search(**kwargs):
+    kwargs.setdefault("random_state", 0)
+    kwargs.setdefault("error_bound", 10.0)
+    return PrivateGridSearchCV(_reg(), REG_GRID, **kwargs)
+
+
+def _joint_mu(split, sensitivities):
+    """GDP mu of the selection batch from the released noise stds."""
+    stds = split["selection_noise_stds"]
+    return math.sqrt(sum((sensitivities[name] / stds[name]) ** 2 for name in stds))
+
+
+@pytest.mark.parametrize("refit_share", [0.0, 0.3])
+def test_regressor_epsilon_from_event_with_fresh_accountant(reg_data, refit_share):
+    X, y = reg_data
+    search = _reg_search(refit_share=refit_share).fit(X, y)
+    fresh = make_accountant("pld").compose(search.dp_event_).get_epsilon(search.delta)
+    assert search.epsilon_ == pytest.approx(fresh, rel=1e-9)
+    assert search.epsilon_ <= search.epsilon
+    split = search.budget_split_
+    for part in ("training_part", "validation_part"):
+        event, eps = split[part]["dp_event"], split[part]["epsilon"]
+        assert make_accountant("pld").compose(event).get_epsilon(search.delta) == pytest.approx(eps)
+        assert eps <= search.epsilon
+    assert search.epsilon_ == max(split["training_part"]["epsilon"],
+                                  split["validation_part"]["epsilon"])
+    # the selection noise is the Gaussian mechanism for the documented
+    # sensitivities: sqrt(K) b^2 (squared-error sums) and 1 (the count)
+    K, b = 3, 10.0
+    assert split["error_bound"] == b
+    mu = _joint_mu(split, {"validation_squared_errors": math.sqrt(K) * b**2,
+                           "validation_moments": 1.0})
+    eps = compute_epsilon(dpa.GaussianDpEvent(1 / mu), search.delta)
+    assert eps == pytest.approx(split["selection_epsilon"], rel=1e-6)
+    assert split["selection_epsilon"] <= gdp_epsilon(
+        split["gdp_mu"] * math.sqrt(1 - split["shares"]["refit"]), search.delta) * (1 + 1e-9)
+
+
+def test_regressor_scores_and_choice(reg_data):
+    X, y = reg_data
+    scoring = ["neg_mean_squared_error", "r2", "neg_mean_absolute_error",
+               "neg_root_mean_squared_error"]
+    search = _reg_search(scoring=scoring, refit="neg_mean_squared_error", y_bounds=(-40, 40),
+                         epsilon=2.0).fit(X, y)
+    results = search.cv_results_
+    mse = results["mean_test_neg_mean_squared_error"]
+    assert search.best_index_ == int(np.argmax(mse))
+    assert search.best_score_ == mse[search.best_index_]
+    # r2 and RMSE share the squared-error sums (common denominators): same ranking
+    np.testing.assert_array_equal(results["rank_test_r2"],
+                                  results["rank_test_neg_mean_squared_error"])
+    np.testing.assert_allclose(results["mean_test_neg_root_mean_squared_error"],
+                               -np.sqrt(-mse))
+    # the heavy penalty is visibly worse than the light ones
+    assert mse[2] < mse[0] and results["mean_test_r2"][2] < results["mean_test_r2"][0]
+    assert results["mean_test_neg_mean_absolute_error"][2] < results[
+        "mean_test_neg_mean_absolute_error"][0]
+    # absolute errors add a release of sensitivity sqrt(K) b; r2 adds two moments
+    K, b = 3, 10.0
+    mu = _joint_mu(search.budget_split_, {
+        "validation_squared_errors": math.sqrt(K) * b**2,
+        "validation_absolute_errors": math.sqrt(K) * b,
+        "validation_moments": math.sqrt(3),
+    })
+    eps = compute_epsilon(dpa.GaussianDpEvent(1 / mu), search.delta)
+    assert eps == pytest.approx(search.budget_split_["selection_epsilon"], rel=1e-6)
+    assert search.epsilon_ <= 2.0
+    assert search.score(X, y) == pytest.approx(-np.mean((search.predict(X) - y) ** 2))
+
+
+def test_regressor_default_scoring_and_randomized(reg_data):
+    X, y = reg_data
+    search = PrivateRandomizedSearchCV(
+        _reg(), {"alpha": stats.loguniform(1e-4, 1.0)}, n_iter=3, y_bounds=(-40, 40),
+        random_state=0,
+    ).fit(X, y)
+    assert search.budget_split_["error_bound"] == 80.0  # high - low
+    assert set(search.cv_results_) >= {"mean_test_score", "rank_test_score"}
+    assert search.best_index_ == int(np.argmax(search.cv_results_["mean_test_score"]))
+    assert search.epsilon_ <= 1.0
+    assert sklearn.utils.get_tags(search).estimator_type == "regressor"
+    assert search.score(X, y) == pytest.approx(-np.mean((search.predict(X) - y) ** 2))
+
+
+def _error_sum_frequencies(losses, n_rows, bound, epsilon, delta, draws):
+    """Chosen index over ``draws`` releases for candidates whose clipped
+    squared-error sums are ``losses`` (targets 0, one candidate predicting
+    values whose squares add up to its loss)."""
+    K = len(losses)
+    predictions = np.zeros((K, n_rows))
+    for k, total in enumerate(losses):
+        full, rest = divmod(total, bound**2)
+        predictions[k, : int(full)] = bound * 3  # clipped to the bound
+        predictions[k, int(full)] = math.sqrt(rest)
+    sums, counts = _selection.error_sums(predictions, np.zeros(n_rows), ["squared"], bound)
+    np.testing.assert_allclose(sums["squared"], losses)
+    metrics = {"score": _selection.LossMetric("score", sklearn.metrics.get_scorer(
+        "neg_mean_squared_error"))}
+    generator = torch.Generator().manual_seed(0)
+    chosen, sigma = [], None
+    for _ in range(draws):
+        noisy, noisy_counts, report = _selection.release_error_sums(
+            sums, counts, bound, epsilon, delta, generator)
+        sigma = report.scale("validation_squared_errors")
+        scores = _selection.loss_scores(noisy, noisy_counts, metrics)["score"]
+        chosen.append(int(np.argmax(scores)))
+    return np.bincount(chosen, minlength=K), sigma, report
+
+
+def test_regression_selection_probabilities_follow_the_mechanism():
+    """Report-noisy-min over Gaussian-noised sums of clipped squared errors:
+    candidate k's noisy sum is S_k + N(0, sigma^2) (the noisy count is
+    common to all), so P(k chosen) = int phi(t - s_k) prod_{j != k}
+    (1 - Phi(t - s_j)) dt with s = S / sigma. A chi-square test compares the
+    frequencies."""
+    losses = [1000.0, 1030.0, 1070.0]
+    bound, epsilon, delta, draws = 2.0, 0.5, 1e-5, 3000
+    counts, sigma, report = _error_sum_frequencies(losses, 500, bound, epsilon, delta, draws)
+    # one Gaussian batch: sqrt(K) b^2 for the sums, 1 for the count
+    mu = math.sqrt((math.sqrt(3) * bound**2 / sigma) ** 2
+                   + (1.0 / report.scale("validation_moments")) ** 2)
+    assert compute_epsilon(dpa.GaussianDpEvent(1 / mu), delta) == pytest.approx(epsilon, rel=1e-2)
+    assert report.epsilon <= epsilon
+    s = np.array(losses) / sigma
+    expected = np.array([
+        integrate.quad(
+            lambda t, k=k: stats.norm.pdf(t - s[k]) * np.prod(
+                [stats.norm.sf(t - s[j]) for j in range(3) if j != k]),
+            s.min() - 10, s.max() + 10,
+        )[0]
+        for k in range(3)
+    ])
+    assert expected.sum() == pytest.approx(1.0, abs=1e-6)
+    assert 0.4 < expected[0] < 0.9 and expected[2] > 0.03  # informative, but noisy
+    _, p_value = stats.chisquare(counts, draws * expected)
+    assert p_value > 1e-3
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 5), st.integers(1, 12), st.floats(0.1, 10.0),
+    st.lists(st.floats(-1e3, 1e3) | st.just(math.nan) | st.just(math.inf), min_size=5,
+             max_size=5),
+    st.floats(-100, 100), st.booleans(),
+)
+def test_error_sums_sensitivity(K, m, bound, extra_predictions, extra_y, bounded):
+    """Removing one record moves the stacked squared-error sums by at most
+    sqrt(K) b^2, the absolute ones by sqrt(K) b and the (count, sum u,
+    sum u^2) by sqrt(3) in l2, whatever its target and predictions."""
+    rng = np.random.default_rng(m)
+    y_bounds = (-20.0, 30.0) if bounded else None
+    predictions = rng.normal(scale=20, size=(K, m))
+    y = rng.normal(scale=20, size=m)
+    full_p = np.column_stack([predictions, np.asarray(extra_predictions[:K])])
+    full_y = np.append(y, extra_y)
+    kw = {"y_bounds": y_bounds, "moments": bounded}
+    a, sa = _selection.error_sums(predictions, y, ["squared", "absolute"], bound, **kw)
+    b, sb = _selection.error_sums(full_p, full_y, ["squared", "absolute"], bound, **kw)
+    assert np.linalg.norm(b["squared"] - a["squared"]) <= math.sqrt(K) * bound**2 * (1 + 1e-9)
+    assert np.linalg.norm(b["absolute"] - a["absolute"]) <= math.sqrt(K) * bound * (1 + 1e-9)
+    assert np.all(b["squared"] >= a["squared"] - 1e-9)
+    assert np.linalg.norm(sb - sa) <= math.sqrt(len(sa)) + 1e-9
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"error_bound": None}, "give error_bound"),
+    ({"scoring": "r2"}, "give y_bounds"),
+    ({"scoring": "accuracy"}, "cannot compute 'accuracy_score'"),
+    ({"scoring": "neg_median_absolute_error"}, "neg_mean_absolute_error"),
+    ({"scoring": "explained_variance"}, "noisy"),
+    ({"y_bounds": (5, -5)}, "y_bounds must be a pair"),
+    ({"y_bounds": (0, np.inf)}, "y_bounds must be a pair"),
+    ({"error_bound": 0.0}, "error_bound"),
+    ({"error_bound": -1.0}, "error_bound"),
+])
+def test_regressor_bad_parameters(reg_data, kwargs, match):
+    X, y = reg_data
+    with pytest.raises(ValueError, match=match):
+        _reg_search(**kwargs).fit(X, y)
+
+
+def test_regressor_bad_input(reg_data, data):
+    X, y = reg_data
+    bad = y.copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="y must be finite"):
+        _reg_search().fit(X, bad)
+    Xc, yc, _ = data
+    with pytest.raises(ValueError, match="classifier"):
+        _search(error_bound=1.0).fit(Xc, yc)
+    with pytest.raises(ValueError, match="classifier"):
+        _search(y_bounds=(0, 1)).fit(Xc, yc)
+    with pytest.raises(ValueError, match="classifier or a regressor"):
+        PrivateGridSearchCV(_Untyped(), {"quality": [1]}).fit(X, y)
+
+
+class _Untyped(BaseEstimator):
+    """Neither a classifier nor a regressor."""
+
+    def __init__(self, quality=1):
+        self.quality = quality
+
+    def fit(self, X, y):
+        return self
+
+    def predict(self, X):
+        return np.zeros(len(X))

@@ -10,8 +10,9 @@ Mechanism (held-out selection with parallel composition):
    part, so the parts are disjoint by construction.
 2. Every candidate is fitted on the training part, with its private steps'
    epsilons set to its share of the budget.
-3. The candidates' confusion histograms on the validation part are released
-   once with Gaussian noise (:mod:`._selection`); every score in
+3. The candidates' confusion histograms on the validation part (for a
+   regressor: their sums of clipped validation errors, and the count) are
+   released once with Gaussian noise (:mod:`._selection`); every score in
    ``cv_results_`` is computed from them and the best candidate (or the one a
    callable ``refit`` rule picks) is chosen from those released scores: this
    is report-noisy-max on noisy validation scores of bounded sensitivity
@@ -24,7 +25,7 @@ Mechanism (held-out selection with parallel composition):
    kept.
 
 Privacy. A training-part record affects the candidates' fits (and the
-refit); the released histograms and the choice depend on it only through
+refit); the released histograms (or error sums) and the choice depend on it only through
 the fitted candidates (post-processing). A validation-part record affects
 only the histograms (and the refit). By parallel composition over the
 disjoint parts (McSherry, *Privacy integrated queries*, SIGMOD 2009), and
@@ -44,7 +45,7 @@ import numpy as np
 import torch
 from joblib import Parallel, delayed
 from scipy.stats import rankdata
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier, is_regressor
 from sklearn.model_selection import ParameterGrid, ParameterSampler
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval
@@ -67,9 +68,15 @@ from ..privacy._spent import _is_fitted, _leaves, _learns_nothing
 from ..privacy._accounting import PrivacyBudgetError, _check_budget, gdp_mu
 from ._budget import gdp_epsilon, private_steps, set_step_budgets, step_weights
 from ._selection import (
+    LOSS_RELEASES,
+    MOMENTS,
+    RELEASE,
     confusion_histograms,
+    error_sums,
     group_codes,
     histogram_scores,
+    loss_scores,
+    release_error_sums,
     release_histograms,
     resolve_scoring,
 )
@@ -188,6 +195,8 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "error_bound": [Interval(Real, 0, None, closed="neither"), None],
+        "y_bounds": [tuple, list, None],
         "refit": ["boolean", str, callable],
         "refit_share": [Interval(Real, 0, 1, closed="left")],
         "step_shares": [dict, None],
@@ -239,6 +248,50 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                         "from its own budget. Remove it from the grid (use step_shares to "
                         "change how a fit's budget is shared between its steps)."
                     )
+
+    def _regression_bounds(self, regression, metrics):
+        """``(error_bound, y_bounds)`` checked against the task: public
+        bounds a regressor's selection needs, and that a classifier's
+        ignores (so they must not be set)."""
+        if not regression:
+            if self.error_bound is not None or self.y_bounds is not None:
+                raise ValueError(
+                    "error_bound and y_bounds bound a regressor's validation errors; the "
+                    "estimator is a classifier (scored by a noisy confusion histogram). Leave "
+                    "them None."
+                )
+            return None, None
+        y_bounds = self.y_bounds
+        if y_bounds is not None:
+            if (len(y_bounds) != 2 or not all(isinstance(b, Real) for b in y_bounds)
+                    or not (math.isfinite(y_bounds[0]) and math.isfinite(y_bounds[1]))
+                    or not y_bounds[0] < y_bounds[1]):
+                raise ValueError(
+                    f"y_bounds must be a pair (low, high) of finite numbers with low < high; "
+                    f"got {y_bounds!r}. They are public bounds on the target, not its range "
+                    "in the data."
+                )
+            y_bounds = (float(y_bounds[0]), float(y_bounds[1]))
+        needs_moments = [name for name, m in metrics.items() if m.needs_moments]
+        if needs_moments and y_bounds is None:
+            raise ValueError(
+                f"scoring {needs_moments} needs the variance of the validation targets, "
+                "released from targets clipped to public bounds: give y_bounds=(low, high), "
+                "or score with 'neg_mean_squared_error'."
+            )
+        bound = self.error_bound
+        if bound is None:
+            if y_bounds is None:
+                raise ValueError(
+                    f"{type(self).__name__} of a regressor releases sums of validation errors "
+                    "clipped to a public bound: give error_bound (the largest error that "
+                    "counts, in units of y) or public y_bounds=(low, high) (then the bound "
+                    "is high - low)."
+                )
+            bound = y_bounds[1] - y_bounds[0]
+        elif y_bounds is not None:
+            bound = min(float(bound), y_bounds[1] - y_bounds[0])
+        return float(bound), y_bounds
 
     def _refit_metric(self, multimetric):
         if multimetric and self.refit is True:
@@ -292,12 +345,15 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         """
         self._validate_params()
         _check_budget(self.epsilon, self.delta)
-        if not is_classifier(self.estimator):
+        regression = is_regressor(self.estimator)
+        if not (regression or is_classifier(self.estimator)):
             raise ValueError(
-                f"{type(self).__name__} needs a classifier (or a pipeline ending in one): its "
-                "private scores come from a noisy confusion histogram."
+                f"{type(self).__name__} needs a classifier or a regressor (or a pipeline ending "
+                "in one): its private scores come from a noisy confusion histogram "
+                "(classifiers) or noisy sums of clipped errors (regressors)."
             )
         metrics, multimetric = resolve_scoring(self.estimator, self.scoring)
+        error_bound, y_bounds = self._regression_bounds(regression, metrics)
         if self.refit is not False:
             self._refit_metric(multimetric)
         candidates = list(self._candidate_params())
@@ -317,9 +373,20 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         fit_params, routed_groups = self._route(X, params, metrics)
         fit_params = _check_method_params(X, fit_params)
         groups, group_labels = group_codes(metrics, X, routed_groups, n)
-        classes, y_codes = np.unique(y_array, return_inverse=True)
-        if classes.shape[0] < 2:
-            raise ValueError("y has 1 class; a classifier search needs at least two.")
+        if regression:
+            try:
+                y_values = np.asarray(y_array, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"y must be numeric for a regressor search: {exc}") from exc
+            if not np.isfinite(y_values).all():
+                raise ValueError(
+                    "y must be finite: drop or impute the rows with missing or infinite "
+                    "targets before the search."
+                )
+        else:
+            classes, y_codes = np.unique(y_array, return_inverse=True)
+            if classes.shape[0] < 2:
+                raise ValueError("y has 1 class; a classifier search needs at least two.")
 
         generator = self._generator()
         coins = uniform_(torch.empty(n, dtype=torch.float64), generator).numpy()
@@ -368,17 +435,37 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
 
         # ---- private selection on the validation part
         X_val = _index(X, validation)
-        predictions = np.stack([
-            np.searchsorted(classes, np.asarray(est.predict(X_val))) for est, _, _ in fitted
-        ])
-        n_groups = 1 if group_labels is None else len(group_labels)
-        counts = confusion_histograms(
-            predictions, y_codes[validation],
-            None if groups is None else groups[validation], len(classes), n_groups,
-        )
         eps_selection = gdp_epsilon(mu_selection, self.delta)
-        noisy, selection_report = release_histograms(counts, eps_selection, self.delta, generator)
-        scores = histogram_scores(noisy, classes, metrics)
+        if regression:
+            predictions = np.stack([
+                np.asarray(est.predict(X_val), dtype=np.float64).reshape(-1)
+                for est, _, _ in fitted
+            ])
+            losses = sorted({m.loss for m in metrics.values()}, reverse=True)
+            moments = any(m.needs_moments for m in metrics.values())
+            sums, stats = error_sums(predictions, y_values[validation], losses, error_bound,
+                                     y_bounds, moments)
+            noisy_sums, noisy_stats, selection_report = release_error_sums(
+                sums, stats, error_bound, eps_selection, self.delta, generator)
+            scores = loss_scores(noisy_sums, noisy_stats, metrics, y_bounds)
+            selection_noise = {LOSS_RELEASES[loss]: selection_report.scale(LOSS_RELEASES[loss])
+                               for loss in losses}
+            selection_noise[MOMENTS] = selection_report.scale(MOMENTS)
+            selection_std = selection_noise[LOSS_RELEASES[losses[0]]]
+        else:
+            predictions = np.stack([
+                np.searchsorted(classes, np.asarray(est.predict(X_val))) for est, _, _ in fitted
+            ])
+            n_groups = 1 if group_labels is None else len(group_labels)
+            counts = confusion_histograms(
+                predictions, y_codes[validation],
+                None if groups is None else groups[validation], len(classes), n_groups,
+            )
+            noisy, selection_report = release_histograms(counts, eps_selection, self.delta,
+                                                         generator)
+            scores = histogram_scores(noisy, classes, metrics)
+            selection_std = selection_report.scale(RELEASE)
+            selection_noise = {RELEASE: selection_std}
         results = self._results(candidates, scores)
         self.cv_results_ = results
         self.multimetric_ = multimetric
@@ -448,7 +535,9 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             "candidate_epsilons": [dict(budgets) for _, budgets, _ in fitted],
             "candidate_epsilon": gdp_epsilon(mu_candidate * scale, self.delta),
             "selection_epsilon": float(selection_report.epsilon),
-            "selection_noise_std": float(selection_report.scale("validation_histograms")),
+            "selection_noise_std": float(selection_std),
+            "selection_noise_stds": {k: float(v) for k, v in selection_noise.items()},
+            "error_bound": error_bound,
             "refit_epsilons": dict(refit_budgets),
             "refit_epsilon": gdp_epsilon(mu_refit, self.delta) if do_refit else 0.0,
             "training_part": {"epsilon": eps_train, "delta": delta_train,
@@ -507,7 +596,8 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     def score(self, X, y, **params):
         """Score of the chosen model on (public or test) data with the
-        refit scorer (accuracy by default)."""
+        refit scorer (by default accuracy for a classifier, negative mean
+        squared error for a regressor)."""
         check_is_fitted(self, "best_estimator_")
         metrics, multimetric = resolve_scoring(self.estimator, self.scoring)
         if multimetric and not isinstance(self.refit, str):
@@ -523,6 +613,7 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         sub = get_tags(self.estimator)
         tags.estimator_type = sub.estimator_type
         tags.classifier_tags = sub.classifier_tags
+        tags.regressor_tags = sub.regressor_tags
         tags.input_tags = sub.input_tags
         tags.non_deterministic = self.random_state is None
         return tags
@@ -530,7 +621,8 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
 
 _DOC_PARAMS = """
     estimator : estimator
-        A skdp classifier or a Pipeline of skdp steps ending in one. Every
+        A skdp classifier or regressor, or a Pipeline of skdp steps ending in
+        one. Every
         step that learns from the data must be private (skdp preprocessing
         and estimators); the search sets their ``epsilon``.
 {search_params}
@@ -541,13 +633,29 @@ _DOC_PARAMS = """
         metrics, and skdp's fairness scorers
         (:func:`skdp.metrics.get_fairness_scorer`). Every score is computed
         from the released noisy confusion histogram, so extra scorers cost
-        no privacy.
+        no privacy. For a regressor: ``"neg_mean_squared_error"`` (None),
+        ``"neg_root_mean_squared_error"``, ``"neg_mean_absolute_error"`` (a
+        second noisy sum) or ``"r2"`` (needs ``y_bounds``), computed from
+        noisy sums of clipped errors.
     epsilon : float, default=1.0
         Budget of the whole search: candidate fits, selection and refit.
     delta : float, default=1e-5
     validation_fraction : float in (0, 1), default=0.2
         Probability that a record goes to the validation part (an
         independent coin per record).
+    error_bound : float or None, default=None
+        Regressors only: public bound ``b`` (in units of ``y``) to which each
+        validation error ``|prediction - y|`` is clipped before the sums are
+        released; one record then moves each candidate's sum of squared
+        errors by at most ``b**2``. The noise grows with ``b**2`` and the
+        clipping biases scores when ``b`` is below typical errors: a few
+        times the expected error of a good model is a reasonable choice.
+        None: ``high - low`` of ``y_bounds``.
+    y_bounds : tuple (low, high) or None, default=None
+        Regressors only: public bounds on the target; validation targets and
+        predictions are clipped to them. Needed for ``"r2"`` (its total sum
+        of squares is released from the clipped targets) or when
+        ``error_bound`` is None.
     refit : bool, str or callable, default=True
         As in ``GridSearchCV``: the scorer whose best noisy score picks the
         candidate (True for a single metric), a callable
@@ -599,8 +707,10 @@ _DOC_ATTRIBUTES = """
         compose each part's event (in ``budget_split_``) and take the larger.
     budget_split_ : dict
         How the budget was shared: GDP ``mu^2`` shares, each candidate's
-        step epsilons, the selection's epsilon and noise, the refit's, and
-        each part's epsilon, delta and event.
+        step epsilons, the selection's epsilon and noise (``selection_noise_std``:
+        of the histograms or of the squared-error sums; ``selection_noise_stds``:
+        of every selection release; ``error_bound``: regressors' clip bound),
+        the refit's, and each part's epsilon, delta and event.
     n_candidates_ : int
     multimetric_ : bool
     refit_time_ : float
@@ -615,7 +725,8 @@ class PrivateGridSearchCV(BasePrivateSearchCV):
     best candidate from private validation scores, and the final model.
     Candidates are fitted on a random training part of the data and scored
     on the disjoint validation part through one noisy confusion histogram per
-    candidate (Gaussian mechanism); the best noisy score (or a refit rule
+    candidate, or for regressors noisy sums of clipped errors (Gaussian
+    mechanism); the best noisy score (or a refit rule
     such as :func:`best_within` applied to the noisy ``cv_results_``)
     chooses. See :ref:`workflow`.
 
@@ -657,7 +768,8 @@ class PrivateGridSearchCV(BasePrivateSearchCV):
 
     def __init__(
         self, estimator, param_grid, *, scoring=None, epsilon=1.0, delta=1e-5,
-        validation_fraction=0.2, refit=True, refit_share=0.5, step_shares=None, n_jobs=None,
+        validation_fraction=0.2, error_bound=None, y_bounds=None, refit=True, refit_share=0.5,
+        step_shares=None, n_jobs=None,
         random_state=None, verbose=0,
     ):
         self.estimator = estimator
@@ -666,6 +778,8 @@ class PrivateGridSearchCV(BasePrivateSearchCV):
         self.epsilon = epsilon
         self.delta = delta
         self.validation_fraction = validation_fraction
+        self.error_bound = error_bound
+        self.y_bounds = y_bounds
         self.refit = refit
         self.refit_share = refit_share
         self.step_shares = step_shares
@@ -702,7 +816,8 @@ class PrivateRandomizedSearchCV(BasePrivateSearchCV):
 
     def __init__(
         self, estimator, param_distributions, *, n_iter=10, scoring=None, epsilon=1.0,
-        delta=1e-5, validation_fraction=0.2, refit=True, refit_share=0.5, step_shares=None,
+        delta=1e-5, validation_fraction=0.2, error_bound=None, y_bounds=None, refit=True,
+        refit_share=0.5, step_shares=None,
         n_jobs=None, random_state=None, verbose=0,
     ):
         self.estimator = estimator
@@ -712,6 +827,8 @@ class PrivateRandomizedSearchCV(BasePrivateSearchCV):
         self.epsilon = epsilon
         self.delta = delta
         self.validation_fraction = validation_fraction
+        self.error_bound = error_bound
+        self.y_bounds = y_bounds
         self.refit = refit
         self.refit_share = refit_share
         self.step_shares = step_shares

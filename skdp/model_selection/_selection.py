@@ -1,6 +1,7 @@
-"""Private validation scores: a noisy confusion histogram per candidate.
+"""Private validation scores: a noisy confusion histogram (classifiers) or
+noisy sums of clipped errors (regressors) per candidate.
 
-Every candidate predicts the labels of the validation records. Their counts
+**Classifiers.** Every candidate predicts the labels of the validation records. Their counts
 by (group, true label, predicted label) form one histogram per candidate; a
 validation record adds 1 to one cell of each candidate's histogram, so the
 stacked histograms of ``K`` candidates have l2 sensitivity ``sqrt(K)``
@@ -15,6 +16,33 @@ evaluated on the histogram's cells weighted by their noisy counts (negative
 counts set to 0), which is post-processing. So are the choice of the best
 candidate (report noisy max over released scores) and any refit rule such
 as :func:`~skdp.model_selection.best_within`.
+
+**Regressors.** Each validation record's error ``|prediction - y|`` under
+every candidate is clipped to a public ``error_bound`` b (with public
+``y_bounds``, the target and the predictions are first clipped to them, and
+b defaults to their width; a non-finite prediction counts as error b). For
+``K`` candidates the released statistics are
+
+* the sums over the validation records of the clipped squared errors (one
+  per candidate): one record moves each by at most ``b**2``, so the vector
+  has l2 sensitivity ``sqrt(K) * b**2``;
+* the sums of the clipped absolute errors (only for
+  ``neg_mean_absolute_error``): sensitivity ``sqrt(K) * b``;
+* the count of validation records and, for ``r2``, the sums of ``u`` and
+  ``u**2`` with ``u = (clip(y) - mid) / half`` in [-1, 1] the target mapped
+  from ``y_bounds``: one record adds ``(1, u, u**2)``, sensitivity
+  ``sqrt(3)`` (1 for the count alone).
+
+They are computed from the same records, so they are one Gaussian
+mechanism of one :class:`~skdp.privacy.ReleasePlan` batch (GDP
+``mu^2`` composes over its releases); the count and moments get
+``_MOMENT_SHARE`` of it, the error sums split the rest. The mean squared
+error is the noisy sum over the noisy count, RMSE its square root, MAE
+likewise, and ``r2 = 1 - SSE / SST`` with ``SST`` from the noisy moments
+(post-processing). The count and ``SST`` are common to all candidates, so
+the chosen candidate is the argmin of the noisy error sums:
+report-noisy-max (here min) over Gaussian-noised losses of bounded
+sensitivity.
 """
 
 import inspect
@@ -22,17 +50,42 @@ import math
 
 import numpy as np
 import torch
-from sklearn.metrics import check_scoring, get_scorer
+from sklearn.base import is_regressor
+from sklearn.metrics import (
+    check_scoring,
+    get_scorer,
+    mean_absolute_error,
+    mean_squared_error,
+    r2_score,
+    root_mean_squared_error,
+)
 from sklearn.metrics._scorer import _Scorer
 
 from .._groups import encode_groups, select_columns
 from ..metrics._scorers import _FairnessScorer
 from ..privacy import BatchReleases, Release, ReleasePlan, gaussian_noise
 
-__all__ = ["HistogramMetric", "confusion_histograms", "histogram_scores", "release_histograms",
-           "resolve_scoring"]
+__all__ = ["HistogramMetric", "LossMetric", "confusion_histograms", "error_sums",
+           "histogram_scores", "loss_scores", "regression_plan", "release_error_sums",
+           "release_histograms", "resolve_scoring"]
 
 RELEASE = "validation_histograms"
+#: Release names of the regression statistics.
+LOSS_RELEASES = {"squared": "validation_squared_errors", "absolute": "validation_absolute_errors"}
+MOMENTS = "validation_moments"
+#: Share (of the selection's GDP mu^2) of the count and target moments; the
+#: error sums, which decide the choice, get the rest.
+_MOMENT_SHARE = 0.1
+#: Regression metrics and what they are computed from:
+#: score function -> (statistic, error sums it needs, needs target moments).
+_REGRESSION_METRICS = {
+    mean_squared_error: ("mse", "squared", False),
+    root_mean_squared_error: ("rmse", "squared", False),
+    mean_absolute_error: ("mae", "absolute", False),
+    r2_score: ("r2", "squared", True),
+}
+REGRESSION_SCORERS = ("neg_mean_squared_error", "neg_root_mean_squared_error",
+                      "neg_mean_absolute_error", "r2")
 
 
 class HistogramMetric:
@@ -84,12 +137,17 @@ class HistogramMetric:
 def resolve_scoring(estimator, scoring):
     """``({name: HistogramMetric}, multimetric)`` for the ``scoring`` parameter.
 
-    ``None`` means accuracy (the ``score`` of a classifier). A string, a
-    scorer, or a list / tuple / dict of them as in ``GridSearchCV``; every
-    scorer must work on hard predictions (``response_method="predict"``).
+    ``None`` means accuracy for a classifier and negative mean squared error
+    for a regressor. A string, a scorer, or a list / tuple / dict of them as
+    in ``GridSearchCV``; every scorer must work on hard predictions
+    (``response_method="predict"``). A regressor's scorers become
+    :class:`LossMetric` (one of :data:`REGRESSION_SCORERS`), a classifier's
+    :class:`HistogramMetric`.
     """
+    regression = is_regressor(estimator)
     if scoring is None or isinstance(scoring, str) or callable(scoring):
-        scorer = get_scorer("accuracy") if scoring is None else check_scoring(estimator, scoring)
+        default = "neg_mean_squared_error" if regression else "accuracy"
+        scorer = get_scorer(default) if scoring is None else check_scoring(estimator, scoring)
         scorers, multimetric = {"score": scorer}, False
     elif isinstance(scoring, (list, tuple, set)):
         if not scoring or not all(isinstance(s, str) for s in scoring):
@@ -119,10 +177,12 @@ def resolve_scoring(estimator, scoring):
         if scorer._response_method != "predict":
             raise ValueError(
                 f"scoring[{name!r}] needs {scorer._response_method!r}, but a private search "
-                "can only release scores of hard predictions (a noisy confusion histogram). "
-                "Use accuracy, balanced_accuracy, precision, recall, f1 or a fairness scorer."
+                "can only release scores of hard predictions (a noisy confusion histogram or "
+                "noisy error sums). "
+                + (f"Use one of {list(REGRESSION_SCORERS)}." if regression else
+                   "Use accuracy, balanced_accuracy, precision, recall, f1 or a fairness scorer.")
             )
-        metrics[name] = HistogramMetric(name, scorer)
+        metrics[name] = LossMetric(name, scorer) if regression else HistogramMetric(name, scorer)
     return metrics, multimetric
 
 
@@ -205,3 +265,135 @@ def histogram_scores(noisy, classes, metrics):
         name: np.array([metric(y_true, y_pred, groups, w) for w in weights])
         for name, metric in metrics.items()
     }
+
+
+# ------------------------------------------------------------------ regression
+class LossMetric:
+    """A regression scorer evaluated on noisy sums of clipped errors.
+
+    Parameters
+    ----------
+    name : str
+    scorer : sklearn scorer
+        ``get_scorer`` of one of :data:`REGRESSION_SCORERS`, or
+        ``make_scorer`` of ``mean_squared_error``,
+        ``root_mean_squared_error``, ``mean_absolute_error`` or ``r2_score``
+        without extra arguments.
+    """
+
+    needs_groups = False
+    sensitive_column = None
+
+    def __init__(self, name, scorer):
+        self.name = name
+        self.scorer = scorer
+        self.sign = scorer._sign
+        func = scorer._score_func
+        found = _REGRESSION_METRICS.get(func)
+        if found is None or scorer._kwargs:
+            what = getattr(func, "__name__", func)
+            extra = f" with arguments {scorer._kwargs}" if found is not None else ""
+            raise ValueError(
+                f"scoring[{name!r}]: a private search of a regressor computes scores from noisy "
+                f"sums of clipped errors and cannot compute {what!r}{extra}. Use one of "
+                f"{list(REGRESSION_SCORERS)}."
+            )
+        self.statistic, self.loss, self.needs_moments = found
+
+    def __call__(self, sums, moments, y_bounds):
+        """Scores of the K candidates from the noisy ``sums`` ({loss: (K,)})
+        and ``moments`` (count[, sum u, sum u**2])."""
+        count = max(float(moments[0]), 1.0)
+        mean = sums[self.loss] / count
+        if self.statistic == "rmse":
+            value = np.sqrt(np.clip(mean, 0.0, None))
+        elif self.statistic == "r2":
+            low, high = y_bounds
+            half = (high - low) / 2.0
+            sst = half**2 * (float(moments[2]) - float(moments[1]) ** 2 / count)
+            # a noisy SST <= 0 keeps the ranking (it is common to all)
+            sst = max(sst, 1e-12 * half**2 * count)
+            value = 1.0 - sums["squared"] / sst
+        else:
+            value = mean
+        return self.sign * value
+
+
+def error_sums(predictions, y, losses, error_bound, y_bounds=None, moments=False):
+    """Exact statistics of the validation records (before noise).
+
+    Parameters
+    ----------
+    predictions : ndarray of shape (K, m)
+    y : ndarray of shape (m,)
+    losses : iterable of {"squared", "absolute"}
+    error_bound : float
+        Public clip bound b on each error ``|prediction - y|``.
+    y_bounds : (low, high) or None
+        Public target bounds; targets and predictions are clipped to them.
+    moments : bool
+        Also the sums of ``u`` and ``u**2`` (``u`` the target mapped from
+        ``y_bounds`` to [-1, 1]), for ``r2``.
+
+    Returns
+    -------
+    sums : dict {loss: ndarray of shape (K,)}
+    stats : ndarray of shape (1,) or (3,)
+        The count of records, then the target sums.
+    """
+    predictions = np.asarray(predictions, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if y_bounds is not None:
+        low, high = y_bounds
+        y = np.clip(y, low, high)
+        predictions = np.clip(predictions, low, high)  # keeps NaN
+    errors = np.abs(predictions - y[None, :])
+    errors = np.where(np.isfinite(errors), np.minimum(errors, error_bound), error_bound)
+    sums = {}
+    for loss in losses:
+        per_record = errors**2 if loss == "squared" else errors
+        sums[loss] = per_record.sum(axis=1)
+    stats = [float(y.shape[0])]
+    if moments:
+        low, high = y_bounds
+        u = (y - (low + high) / 2.0) / ((high - low) / 2.0)
+        stats += [float(u.sum()), float(np.square(u).sum())]
+    return sums, np.asarray(stats)
+
+
+def regression_plan(n_candidates, losses, error_bound, n_moments):
+    """One Gaussian batch: the error sums of ``n_candidates`` (l2
+    sensitivity ``sqrt(K) b**2`` squared, ``sqrt(K) b`` absolute) and the
+    count and target moments (``sqrt(n_moments)``)."""
+    losses = list(losses)
+    root = math.sqrt(n_candidates)
+    releases = [
+        Release(LOSS_RELEASES[loss],
+                sensitivity=root * (error_bound**2 if loss == "squared" else error_bound),
+                share=(1.0 - _MOMENT_SHARE) / len(losses))
+        for loss in losses
+    ]
+    releases.append(Release(MOMENTS, sensitivity=math.sqrt(n_moments), share=_MOMENT_SHARE))
+    return ReleasePlan(BatchReleases(releases, steps=1, sampling_rate=1.0, name="selection"))
+
+
+def release_error_sums(sums, stats, error_bound, epsilon, delta, generator):
+    """Noisy ``sums`` and ``stats`` and the plan's report (``(epsilon,
+    delta)``-DP with respect to the validation records)."""
+    n_candidates = len(next(iter(sums.values())))
+    plan = regression_plan(n_candidates, list(sums), error_bound, len(stats))
+    report = plan.calibrate(epsilon, delta)
+    noisy = {}
+    for loss, values in sums.items():
+        values = torch.as_tensor(values, dtype=torch.float64)
+        noise = gaussian_noise(values, report.scale(LOSS_RELEASES[loss]), generator)
+        noisy[loss] = (values + noise).numpy()
+    stats_t = torch.as_tensor(stats, dtype=torch.float64)
+    noisy_stats = (stats_t + gaussian_noise(stats_t, report.scale(MOMENTS), generator)).numpy()
+    return noisy, noisy_stats, report
+
+
+def loss_scores(noisy_sums, noisy_stats, metrics, y_bounds=None):
+    """``{name: array of K scores}`` of every :class:`LossMetric`."""
+    return {name: np.asarray(metric(noisy_sums, noisy_stats, y_bounds), dtype=np.float64)
+            for name, metric in metrics.items()}
