@@ -7,6 +7,7 @@ tensors, calls one trainer and stores numpy state plus the privacy report.
 
 import math
 import os
+import time
 import warnings
 from contextlib import contextmanager
 from numbers import Integral, Real
@@ -58,6 +59,27 @@ def split_sensitive_columns(X, sensitive_columns):
     return X[:, keep], sensitive
 
 
+@contextmanager
+def one_torch_thread():
+    """Run the block with one torch intra-op thread; the count is restored after.
+
+    >>> import torch
+    >>> from skdp._base import one_torch_thread
+    >>> before = torch.get_num_threads()
+    >>> with one_torch_thread():
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 class BaseDPEstimator(BaseEstimator):
     """Machinery shared by every skdp estimator trained with a private torch loop.
 
@@ -71,6 +93,13 @@ class BaseDPEstimator(BaseEstimator):
     Subclasses tell the base how many model outputs they train with
     ``_n_model_outputs()`` and turn a fitted linear weight matrix into
     ``coef_``/``intercept_`` with ``_set_linear_params(weights)``.
+
+    A ``fit`` has the same shell around every trainer: calibrate the release
+    plan (timed with :meth:`_timed`), build the generator, feature tensor
+    and model with :meth:`_prepare_training`, run the trainer with
+    :meth:`_run_training` (thread policy and ``fit_time_``), then keep the
+    parameters with :meth:`_store_backend` and the report with
+    :meth:`_store_privacy_report`.
 
     The optional parameters ``sample_rate`` (Poisson rate used instead of
     ``batch_size``), ``secure_rng`` (draw sampling and noise from the OS
@@ -286,12 +315,93 @@ class BaseDPEstimator(BaseEstimator):
         if not (self._is_linear and device.type == "cpu"):
             yield
             return
-        previous = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_torch_thread():
             yield
-        finally:
-            torch.set_num_threads(previous)
+
+    def _prepare_training(self, X, n_outputs=None):
+        """The generator, device, feature tensor and model backend of one fit.
+
+        The first step of every estimator shell after calibration: draws the
+        randomness of the fit with :meth:`_make_generator`, moves ``X`` to
+        the device with :meth:`_to_tensor` and builds the model with
+        :meth:`_make_backend` (which sets ``_is_linear``). Building the
+        backend draws nothing from the generator (a module is initialised
+        from the seed under a forked global RNG), so targets or counts that
+        need noise can be drawn from the generator afterwards.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Validated features.
+        n_outputs : int or None, default=None
+            Model outputs; None asks ``self._n_model_outputs()``.
+
+        Returns
+        -------
+        generator : torch.Generator or SecureGenerator
+            Source of the sampling and noise of the fit.
+        device : torch.device
+        X_t : torch.Tensor of shape (n_samples, n_features)
+            ``X`` as float32 on ``device``.
+        backend : LinearBackend or ModuleBackend
+            The model to train.
+
+        Notes
+        -----
+        The shape of a ``fit`` (``train`` is the estimator's trainer)::
+
+            report, calibration_time = self._timed(self._spend, plan)
+            generator, device, X_t, backend = self._prepare_training(X)
+            targets = ...  # may draw the noise of one-off releases
+            self._run_training(
+                lambda: train(backend, targets, config, generator),
+                device, calibration_time,
+            )
+            self._store_backend(backend)
+            self._store_privacy_report(report)
+        """
+        generator, seed, device = self._make_generator()
+        X_t = self._to_tensor(X, device)
+        if n_outputs is None:
+            n_outputs = self._n_model_outputs()
+        backend = self._make_backend(X_t, n_outputs, seed)
+        return generator, device, X_t, backend
+
+    def _run_training(self, train, device, calibration_time):
+        """Call ``train()`` under :meth:`_training_threads`; set ``fit_time_``.
+
+        Parameters
+        ----------
+        train : callable
+            Runs the trainer; called once without arguments.
+        device : torch.device
+            Device of the fit (the thread policy depends on it).
+        calibration_time : float
+            Seconds spent before training on calibrating the noise, stored
+            as ``fit_time_["calibration"]``.
+
+        Returns
+        -------
+        result
+            What ``train()`` returned (e.g. the trainer's history).
+        """
+        with self._training_threads(device):
+            result, training_time = self._timed(train)
+        self.fit_time_ = {"calibration": calibration_time, "training": training_time}
+        return result
+
+    @staticmethod
+    def _timed(function, *args, **kwargs):
+        """``(function(*args, **kwargs), seconds it took)``, for ``fit_time_``.
+
+        >>> from skdp._base import BaseDPEstimator
+        >>> total, seconds = BaseDPEstimator._timed(sum, [1, 2, 3])
+        >>> total, seconds >= 0
+        (6, True)
+        """
+        start = time.perf_counter()
+        result = function(*args, **kwargs)
+        return result, time.perf_counter() - start
 
     def _store_backend(self, backend):
         """Keep fitted parameters as numpy arrays (picklable, clone-safe).

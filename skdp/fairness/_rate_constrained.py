@@ -1,9 +1,8 @@
 """DPRateConstrainedClassifier: RaCO-DP behind a scikit-learn interface."""
 
 import math
-import time
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import torch
@@ -381,7 +380,6 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         **BaseDPClassifier._parameter_constraints,
         "constraint": [str, list, tuple, object],
         "tolerance": [Interval(Real, None, None, closed="neither"), "array-like"],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "histogram_noise": [StrOptions({"gaussian", "laplace"})],
         "histogram_noise_scale": [Interval(Real, 0, None, closed="neither"), None],
         "histogram_noise_share": [Interval(Real, 0, 0.9, closed="right")],
@@ -542,14 +540,11 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         q = self._check_privacy_setup(n, self._resolve_batch_size(n))
         self.batch_size_ = self._expected_batch_size(n, q)
         steps = self._n_steps_requested(q)
-        start = time.perf_counter()
-        report = self._spend_budget(self._release_plan(q, steps))
+        report, calibration_time = self._timed(self._spend_budget, self._release_plan(q, steps))
         noise = self._noise(report)
         steps = report.steps[0]
-        calibration_time = time.perf_counter() - start
 
-        generator, seed, device = self._make_generator()
-        X_t = self._to_tensor(X, device)
+        generator, device, X_t, backend = self._prepare_training(X)
         onehot = torch.nn.functional.one_hot(
             torch.as_tensor(y_codes, device=device), n_classes
         ).to(X_t.dtype)
@@ -562,7 +557,6 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self._exclude_small_groups(noise)
         tensors = self.constraints_.to_torch(device=device, dtype=X_t.dtype)
         fixed_sizes = sizes if self.denominator == "expected" else None
-        backend = self._make_backend(X_t, n_classes, seed)
         if self.record_gradient_norms:
             warnings.warn(
                 "record_gradient_norms=True: history_['gradient_norms'] holds exact, "
@@ -587,15 +581,15 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             ),
             record_gradient_norms=self.record_gradient_norms, verbose=self.verbose,
         )
-        start = time.perf_counter()
-        with self._training_threads(device):
-            history = train_raco(
+        history = self._run_training(
+            lambda: train_raco(
                 backend, onehot, cells_t, tensors, config, generator, fixed_sizes=fixed_sizes
-            )
+            ),
+            device, calibration_time,
+        )
         checkpoints = history.pop("checkpoints", None)
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
-        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
         self._set_privacy_report(report, noise, q)
         if checkpoints is not None:
             self._select_checkpoint(backend, checkpoints, X_t, y_codes, group_codes)

@@ -1,6 +1,5 @@
 """DP-SGD classifier: the baseline every skdp estimator is compared against."""
 
-import time
 from numbers import Real
 
 import torch
@@ -22,16 +21,15 @@ class _DPSGDMixin:
         """Spend the budget on DP-SGD over ``X``; return self.
 
         ``make_targets(report, generator, device)`` returns the per-sample
-        targets of ``head`` as a float tensor of shape (n_samples, n_outputs)
-        (it may draw the noise of the plan's initial releases).
+        targets of ``head`` as a float tensor of shape (n_samples,
+        ``self._n_model_outputs()``) (it may draw the noise of the plan's
+        initial releases).
         """
         n = X.shape[0]
         q = self._check_privacy_setup(n, self._resolve_batch_size(n))
         steps = self._n_steps_requested(q)
 
-        start = time.perf_counter()
-        report = self._spend(self._release_plan(q, steps))
-        calibration_time = time.perf_counter() - start
+        report, calibration_time = self._timed(self._spend, self._release_plan(q, steps))
         sigma, steps = report.multiplier("gradient"), report.steps[0]
         config = DPSGDConfig(
             n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm,
@@ -40,15 +38,12 @@ class _DPSGDMixin:
             alpha=self.alpha, head=head,
         )
 
-        generator, seed, device = self._make_generator()
-        X_t = self._to_tensor(X, device)
+        generator, device, X_t, backend = self._prepare_training(X)
         targets = make_targets(report, generator, device).to(device=device, dtype=X_t.dtype)
-        backend = self._make_backend(X_t, targets.shape[1], seed)
-        start = time.perf_counter()
-        with self._training_threads(device):
-            train_dpsgd(backend, targets, config, generator)
+        self._run_training(
+            lambda: train_dpsgd(backend, targets, config, generator), device, calibration_time
+        )
         self._store_backend(backend)
-        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
         self.n_steps_ = steps
         self.sampling_rate_ = q
         self.batch_size_ = self._expected_batch_size(n, q)

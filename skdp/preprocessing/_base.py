@@ -6,18 +6,27 @@ sampling rate 1), lets the plan calibrate the noise, draws it from a seeded
 ``torch.Generator`` (or the operating system's CSPRNG when ``random_state``
 is None) and stores the plan's report as ``epsilon_``, ``delta_``,
 ``dp_event_`` and ``privacy_report_``.
+
+:class:`DPPreprocessorMixin` holds the privacy parameters and report of
+every step; :class:`BaseDPScaler` adds the public or privately estimated
+feature ranges of the scalers.
 """
 
 import warnings
 from dataclasses import replace
+from numbers import Integral, Real
 
 import dp_accounting as dpa
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import BatchReleases, PrivacyReport, ReleasePlan, SecureGenerator, gaussian_noise
+from ._ranges import range_from_histogram
 
 
 def make_generator(random_state):
@@ -70,7 +79,17 @@ def leaky_report(report):
 
 
 class DPPreprocessorMixin:
-    """Privacy attributes and budget handling of the preprocessing steps."""
+    """Privacy attributes and budget handling of the preprocessing steps.
+
+    A step merges ``_parameter_constraints`` (``epsilon``, ``delta`` and
+    ``random_state``, which every step takes) into its own.
+    """
+
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": ["random_state"],
+    }
 
     def _report(self, plan):
         """The plan calibrated to ``(epsilon, delta)``; non-private when
@@ -92,6 +111,63 @@ class DPPreprocessorMixin:
             PrivacyLeakWarning,
             stacklevel=3,
         )
+
+
+class BaseDPScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Feature ranges and input checks shared by the private scalers.
+
+    A scaler takes each feature's range from public ``bounds``, or
+    estimates it inside a wide public ``data_range`` from a noisy histogram
+    with ``n_bins`` bins per feature (``quantile`` of the records may fall
+    outside each side), and ``transform`` clips to that range when ``clip``.
+    Subclasses implement ``fit``, ``transform`` and ``inverse_transform``
+    with the helpers below.
+    """
+
+    _parameter_constraints = {
+        **DPPreprocessorMixin._parameter_constraints,
+        "bounds": ["array-like", dict, None],
+        "data_range": ["array-like", dict, None],
+        "n_bins": [Interval(Integral, 2, None, closed="left")],
+        "quantile": [Interval(Real, 0, 0.5, closed="left")],
+        "clip": ["boolean"],
+    }
+
+    def _check_range_source(self):
+        """Raise a ValueError when both ``bounds`` and ``data_range`` are given."""
+        if self.bounds is not None and self.data_range is not None:
+            raise ValueError("Give public bounds or a data_range to estimate them in, not both.")
+
+    def _validate_fit_data(self, X):
+        """Validate ``X`` for ``fit`` (float, finite; sets ``n_features_in_``).
+
+        Returns ``(X, n_features, feature_names)``, the names None when
+        ``X`` has no string column names.
+        """
+        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=True)
+        return X, X.shape[1], getattr(self, "feature_names_in_", None)
+
+    def _noisy_range(self, counts, wide_lower, wide_upper, report, generator):
+        """Per-feature ``(lower, upper)`` read from a noisy range histogram.
+
+        ``counts`` is the exact histogram of the records over
+        ``[wide_lower, wide_upper]`` (see :func:`~._ranges.range_histogram`);
+        it gets the noise of the report's ``"histogram"`` release, and the
+        bounds are its noisy ``quantile`` points, rounded outwards to bin
+        edges.
+        """
+        noisy = add_noise({"histogram": counts}, report, generator)["histogram"]
+        return range_from_histogram(noisy, wide_lower, wide_upper, self.quantile)
+
+    def _validate_transform_data(self, X):
+        """Check that the scaler is fitted and ``X`` matches; return float64 ``X``."""
+        check_is_fitted(self)
+        return np.asarray(validate_data(self, X, dtype=FLOAT_DTYPES, reset=False), dtype=np.float64)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
 
 
 def feature_pairs(pairs, n_features, feature_names, name):

@@ -1,7 +1,7 @@
 """One-hot encoding with public or privately selected categories."""
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from scipy import stats
@@ -212,10 +212,8 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             Interval(RealNotInt, 0, 1, closed="neither"),
             None,
         ],
-        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
-        "delta": [Interval(Real, 0, 1, closed="neither")],
+        **DPPreprocessorMixin._parameter_constraints,
         "dtype": "no_validation",
-        "random_state": ["random_state"],
     }
 
     def __init__(

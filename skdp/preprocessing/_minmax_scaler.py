@@ -1,25 +1,19 @@
 """Scaling to a range with public or privately estimated bounds."""
 
-from numbers import Integral, Real
-
 import numpy as np
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ._base import (
-    DPPreprocessorMixin,
-    add_noise,
+    BaseDPScaler,
     feature_pairs,
     leaky_report,
     make_generator,
     one_off_plan,
     public_report,
 )
-from ._ranges import histogram_release, range_from_histogram, range_histogram
+from ._ranges import histogram_release, range_histogram
 
 
-class DPMinMaxScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class DPMinMaxScaler(BaseDPScaler):
     """Scale features to ``feature_range`` with public or private bounds.
 
     Three ways to get each feature's ``[data_min_, data_max_]``:
@@ -105,15 +99,8 @@ class DPMinMaxScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin
     """
 
     _parameter_constraints = {
+        **BaseDPScaler._parameter_constraints,
         "feature_range": [tuple],
-        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
-        "delta": [Interval(Real, 0, 1, closed="neither")],
-        "bounds": ["array-like", dict, None],
-        "data_range": ["array-like", dict, None],
-        "n_bins": [Interval(Integral, 2, None, closed="left")],
-        "quantile": [Interval(Real, 0, 0.5, closed="left")],
-        "clip": ["boolean"],
-        "random_state": ["random_state"],
     }
 
     def __init__(
@@ -149,23 +136,18 @@ class DPMinMaxScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin
             raise ValueError(
                 f"feature_range must be (min, max) with min < max; got {self.feature_range}."
             )
-        if self.bounds is not None and self.data_range is not None:
-            raise ValueError("Give public bounds or a data_range to estimate them in, not both.")
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=True)
-        n_features = X.shape[1]
-        names = getattr(self, "feature_names_in_", None)
+        self._check_range_source()
+        X, n_features, names = self._validate_fit_data(X)
         if self.bounds is not None:
             # public: the values of X are never read
             lower, upper = feature_pairs(self.bounds, n_features, names, "bounds")
             self._store_privacy(public_report())
         elif self.data_range is not None:
             wide_lower, wide_upper = feature_pairs(self.data_range, n_features, names, "data_range")
-            plan = one_off_plan([histogram_release(n_features)])
-            report = self._report(plan)
+            report = self._report(one_off_plan([histogram_release(n_features)]))
             counts = range_histogram(X, wide_lower, wide_upper, self.n_bins)
-            noisy = add_noise({"histogram": counts}, report, make_generator(self.random_state))
-            lower, upper = range_from_histogram(
-                noisy["histogram"], wide_lower, wide_upper, self.quantile
+            lower, upper = self._noisy_range(
+                counts, wide_lower, wide_upper, report, make_generator(self.random_state)
             )
             self._store_privacy(report)
         else:
@@ -192,8 +174,7 @@ class DPMinMaxScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin
         -------
         X_new : ndarray of shape (n_samples, n_features)
         """
-        check_is_fitted(self)
-        X = np.asarray(validate_data(self, X, dtype=FLOAT_DTYPES, reset=False), dtype=np.float64)
+        X = self._validate_transform_data(X)
         if self.clip:
             X = np.clip(X, self.data_min_, self.data_max_)
         return X * self.scale_ + self.min_
@@ -209,11 +190,5 @@ class DPMinMaxScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin
         -------
         X_original : ndarray of shape (n_samples, n_features)
         """
-        check_is_fitted(self)
-        X = np.asarray(validate_data(self, X, dtype=FLOAT_DTYPES, reset=False), dtype=np.float64)
+        X = self._validate_transform_data(X)
         return (X - self.min_) / self.scale_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags

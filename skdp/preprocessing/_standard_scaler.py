@@ -1,23 +1,19 @@
 """Standardization with a differentially private mean and variance."""
 
 import math
-from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
 from ..privacy import Release
 from ._base import (
-    DPPreprocessorMixin,
+    BaseDPScaler,
     add_noise,
     feature_pairs,
     leaky_report,
     make_generator,
     one_off_plan,
 )
-from ._ranges import histogram_release, range_from_histogram, range_histogram
+from ._ranges import histogram_release, range_histogram
 
 #: Shares (GDP mu^2) of the releases of one fit: the range histogram (only
 #: with ``data_range``), the count, the sum and the sum of squares.
@@ -60,7 +56,7 @@ def moment_statistics(X, lower, upper):
     }
 
 
-class DPStandardScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class DPStandardScaler(BaseDPScaler):
     """Standardize features with a differentially private mean and variance.
 
     Each feature is clipped to its public range ``[lower, upper]`` and mapped
@@ -142,17 +138,6 @@ class DPStandardScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMix
     1.0
     """
 
-    _parameter_constraints = {
-        "epsilon": [Interval(Real, 0, None, closed="neither"), None],
-        "delta": [Interval(Real, 0, 1, closed="neither")],
-        "bounds": ["array-like", dict, None],
-        "data_range": ["array-like", dict, None],
-        "n_bins": [Interval(Integral, 2, None, closed="left")],
-        "quantile": [Interval(Real, 0, 0.5, closed="left")],
-        "clip": ["boolean"],
-        "random_state": ["random_state"],
-    }
-
     def __init__(
         self, *, epsilon=1.0, delta=1e-5, bounds=None, data_range=None, n_bins=32,
         quantile=0.01, clip=True, random_state=None,
@@ -180,13 +165,8 @@ class DPStandardScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMix
         self : object
         """
         self._validate_params()
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=True)
-        n_features = X.shape[1]
-        names = getattr(self, "feature_names_in_", None)
-        if self.bounds is not None and self.data_range is not None:
-            raise ValueError(
-                "Give public bounds or a data_range to estimate them in, not both."
-            )
+        X, n_features, names = self._validate_fit_data(X)
+        self._check_range_source()
         private_range = self.bounds is None and self.data_range is not None
         plan = one_off_plan(moment_releases(n_features, with_histogram=private_range))
         report = self._report(plan)
@@ -197,8 +177,7 @@ class DPStandardScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMix
         elif private_range:
             wide_lower, wide_upper = feature_pairs(self.data_range, n_features, names, "data_range")
             counts = range_histogram(X, wide_lower, wide_upper, self.n_bins)
-            noisy = add_noise({"histogram": counts}, report, generator)["histogram"]
-            lower, upper = range_from_histogram(noisy, wide_lower, wide_upper, self.quantile)
+            lower, upper = self._noisy_range(counts, wide_lower, wide_upper, report, generator)
         else:
             lower, upper = X.min(axis=0), X.max(axis=0)
             upper = np.where(upper > lower, upper, lower + 1.0)
@@ -235,9 +214,7 @@ class DPStandardScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMix
         -------
         X_new : ndarray of shape (n_samples, n_features)
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
-        X = np.asarray(X, dtype=np.float64)
+        X = self._validate_transform_data(X)
         if self.clip:
             X = np.clip(X, self.bounds_[0], self.bounds_[1])
         return (X - self.mean_) / self.scale_
@@ -253,11 +230,5 @@ class DPStandardScaler(DPPreprocessorMixin, OneToOneFeatureMixin, TransformerMix
         -------
         X_original : ndarray of shape (n_samples, n_features)
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, dtype=FLOAT_DTYPES, reset=False)
-        return np.asarray(X, dtype=np.float64) * self.scale_ + self.mean_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
+        X = self._validate_transform_data(X)
+        return X * self.scale_ + self.mean_
