@@ -126,8 +126,71 @@ class L2Penalty:
             total.add_(p if mask is None else p * mask, alpha=weight)
 
 
+class SmoothedL1Penalty(L2Penalty):
+    """The penalty ``alpha * (R_mu(w) + l2 / 2 * ||w||^2)`` on the same
+    weights as :class:`L2Penalty`, with the smoothed l1 norm
+    ``R_mu(w) = sum_j (sqrt(w_j^2 + mu^2) - mu)``.
+
+    Like :class:`L2Penalty` it depends on the parameters only, so its
+    gradient ``alpha * (w / sqrt(w^2 + mu^2) + l2 * w)`` is added after the
+    noise (post-processing). ``R_mu`` is convex and ``1 / mu``-smooth but not
+    strongly convex; the optional ``l2`` part makes the penalty
+    ``alpha * l2``-strongly convex.
+
+    Parameters
+    ----------
+    backend : LinearBackend or ModuleBackend
+    alpha : float
+        Penalty strength.
+    smoothing : float, default=0.01
+        The smoothing width ``mu > 0`` (public).
+    l2 : float, default=0.0
+        Weight of the extra ``||w||^2 / 2`` part.
+    """
+
+    def __init__(self, backend, alpha, smoothing=0.01, l2=0.0):
+        super().__init__(backend, alpha)
+        if not smoothing > 0:
+            raise ValueError(f"smoothing must be positive, got {smoothing!r}.")
+        self.smoothing = float(smoothing)
+        self.l2 = float(l2)
+
+    def _weights(self):
+        for p, mask in zip(self.params, self.masks):
+            if mask is not False:
+                yield p if mask is None else p * mask
+
+    def value(self):
+        """The penalty at the current parameters (a float)."""
+        mu, total = self.smoothing, 0.0
+        for w in self._weights():
+            total += float((torch.sqrt(w.square() + mu * mu) - mu).sum())
+            total += 0.5 * self.l2 * float(w.square().sum())
+        return self.alpha * total
+
+    def add_gradient(self, grad_sums, expected_batch):
+        """Add the penalty's gradient to sums divided by ``expected_batch`` next."""
+        weight = self.alpha * expected_batch
+        mu = self.smoothing
+        for total, p, mask in zip(grad_sums, self.params, self.masks):
+            if mask is False:
+                continue
+            w = p if mask is None else p * mask
+            grad = w / torch.sqrt(w.square() + mu * mu)
+            if self.l2:
+                grad = grad + self.l2 * w
+            total.add_(grad, alpha=weight)
+
+
 def make_penalty(backend, alpha):
-    """:class:`L2Penalty` for ``alpha > 0``, else None."""
+    """:class:`L2Penalty` for ``alpha > 0``, else None.
+
+    ``alpha`` may also be a factory ``backend -> penalty`` (e.g.
+    ``functools.partial(SmoothedL1Penalty, alpha=..., smoothing=...)``),
+    which is called on ``backend``.
+    """
+    if callable(alpha):
+        return alpha(backend)
     return L2Penalty(backend, alpha) if alpha else None
 
 

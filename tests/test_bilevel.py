@@ -6,7 +6,7 @@ import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdp.model_selection import DPBilevelLogisticRegression, DPBilevelRidge, dp_loc_gd
-from skdp.model_selection._bilevel_solvers import Problem, exact_solve, regularizer
+from skdp.model_selection._bilevel_solvers import Problem, Regularizer, exact_solve, regularizer
 from skdp.models import SquaredLossHead, WeightedHead
 from skdp.privacy import clipped_linear_sum, compute_epsilon
 
@@ -43,9 +43,8 @@ def _exact_hypergradient(Xt, yt, Xv, yv, omega):
     return -grad_f @ np.linalg.solve(H + omega * D, D @ theta)
 
 
-def _penalty_hypergradient(Xt, yt, Xv, yv, omega, lam):
-    """lambda (R(theta_lambda) - R(theta*)) with exact inner solves, via the
-    tuner's weighted problems."""
+def _weighted_problems(Xt, yt, Xv, yv, lam):
+    """The tuner's ``train`` and ``mixed`` weighted problems (unshrunk)."""
     n_t, n_v = len(Xt), len(Xv)
     n = n_t + n_v
     rows = torch.as_tensor(np.column_stack([np.vstack([Xt, Xv]), np.ones(n)]))
@@ -56,7 +55,14 @@ def _penalty_hypergradient(Xt, yt, Xv, yv, omega, lam):
                          torch.full((n_v,), n / (lam * n_v), **f64)])
     train = Problem(rows, torch.cat([y, w_train[:, None]], 1), "squared", "train")
     mixed = Problem(rows, torch.cat([y, w_mixed[:, None]], 1), "squared", "mixed")
-    theta0 = torch.zeros((1, rows.shape[1]), dtype=torch.float64)
+    return train, mixed
+
+
+def _penalty_hypergradient(Xt, yt, Xv, yv, omega, lam):
+    """lambda (R(theta_lambda) - R(theta*)) with exact inner solves, via the
+    tuner's weighted problems."""
+    train, mixed = _weighted_problems(Xt, yt, Xv, yv, lam)
+    theta0 = torch.zeros((1, train.rows.shape[1]), dtype=torch.float64)
     theta = exact_solve(train, omega, theta0)
     theta_lam = exact_solve(mixed, omega, theta0)
     np.testing.assert_allclose(theta[0].numpy(), _closed_form(Xt, yt, omega)[0], rtol=1e-8)
@@ -109,6 +115,149 @@ def test_non_private_tuner_finds_the_validation_optimum():
     # the validation loss decreased along the path
     path_losses = [_validation_loss(Xt, yt / scale, Xv, yv / scale, w) for w in reg.omega_path_]
     assert path_losses[reg.t_out_] < path_losses[0]
+
+
+def _sparse_problem(seed=0, n_train=300, n_val=200, d=20, noise=1.0):
+    rng = np.random.default_rng(seed)
+    theta = np.zeros(d)
+    theta[:3] = [1.5, -1.0, 0.8]
+    X = rng.normal(size=(n_train + n_val, d))
+    y = X @ theta + noise * rng.normal(size=n_train + n_val)
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
+def _smoothed_validation_loss(Xt, yt, Xv, yv, omega, reg):
+    train, _ = _weighted_problems(Xt, yt, Xv, yv, 1.0)
+    theta = exact_solve(train, omega, torch.zeros((1, Xt.shape[1] + 1), dtype=torch.float64),
+                        reg=reg)[0].numpy()
+    rows_v = np.column_stack([Xv, np.ones(len(Xv))])
+    return 0.5 * np.mean((rows_v @ theta - yv) ** 2), theta
+
+
+def test_smoothed_l1_exact_solve_is_stationary():
+    Xt, yt, Xv, yv = _sparse_problem(d=8)
+    reg = Regularizer("smoothed_l1", 0.01)
+    train, _ = _weighted_problems(Xt, yt, Xv, yv, 1.0)
+    theta = exact_solve(train, 0.2, torch.zeros((1, 9), dtype=torch.float64), reg=reg)
+    rows = np.column_stack([Xt, np.ones(len(Xt))])
+    w = theta[0].numpy()
+    grad = rows.T @ (rows @ w - yt) / len(rows)
+    grad[:-1] += 0.2 * w[:-1] / np.sqrt(w[:-1] ** 2 + 0.01**2)
+    assert np.abs(grad).max() < 1e-9
+    assert reg.value(theta) == pytest.approx(np.sum(np.sqrt(w[:-1] ** 2 + 1e-4) - 0.01))
+    # the logistic loss goes through L-BFGS
+    onehot = torch.nn.functional.one_hot(torch.as_tensor((yt > 0).astype(int)), 2).double()
+    rows_t = torch.as_tensor(rows)
+    logistic = Problem(rows_t, torch.cat([onehot, torch.ones(len(rows), 1)], 1), "logistic", "t")
+    theta = exact_solve(logistic, 0.05, torch.zeros((2, 9), dtype=torch.float64), reg=reg)
+    probs = torch.softmax(rows_t @ theta.T, 1)
+    grad = (probs - onehot).T @ rows_t / len(rows)
+    grad[:, :-1] += 0.05 * reg.gradient(theta[:, :-1])
+    assert float(grad.abs().max()) < 1e-6
+
+
+def test_smoothed_l1_hypergradient_matches_finite_differences():
+    Xt, yt, Xv, yv = _sparse_problem(seed=3, n_train=80, n_val=50, d=6)
+    reg = Regularizer("smoothed_l1", 0.05)
+    omega, h = 0.1, 1e-5
+
+    def F(w):
+        return _smoothed_validation_loss(Xt, yt, Xv, yv, w, reg)[0]
+
+    fd = (F(omega + h) - F(omega - h)) / (2 * h)
+    theta0 = torch.zeros((1, Xt.shape[1] + 1), dtype=torch.float64)
+    errors = []
+    for lam in (10.0, 100.0, 1000.0, 1e4):
+        train, mixed = _weighted_problems(Xt, yt, Xv, yv, lam)
+        theta = exact_solve(train, omega, theta0, reg=reg)
+        theta_lam = exact_solve(mixed, omega, theta0, reg=reg)
+        errors.append(abs(lam * (reg.value(theta_lam) - reg.value(theta)) - fd))
+    # the O(1/lambda) bias of the penalty method
+    for coarse, fine in zip(errors, errors[1:]):
+        assert 4 < coarse / fine < 25
+    assert errors[-1] < 1e-3 * abs(fd)
+
+
+def test_smoothed_l1_sparser_than_l2_at_matched_norm():
+    Xt, yt, Xv, yv = _sparse_problem(seed=4, n_train=200, d=20)
+    l1 = Regularizer("smoothed_l1", 0.01)
+    _, theta_l1 = _smoothed_validation_loss(Xt, yt, Xv, yv, 0.3, l1)
+    target = np.linalg.norm(theta_l1[:-1])
+    # the l2 strength giving the same coefficient norm (bisection in log omega)
+    low, high = 1e-4, 1e4
+    for _ in range(100):
+        mid = np.sqrt(low * high)
+        norm = np.linalg.norm(_closed_form(Xt, yt, mid)[0][:-1])
+        low, high = (mid, high) if norm > target else (low, mid)
+    theta_l2 = _closed_form(Xt, yt, np.sqrt(low * high))[0]
+    assert np.linalg.norm(theta_l2[:-1]) == pytest.approx(target, rel=1e-6)
+    small_l1 = np.abs(theta_l1[3:-1])   # the 17 coefficients whose truth is 0
+    small_l2 = np.abs(theta_l2[3:-1])
+    assert small_l1.sum() < 0.25 * small_l2.sum()
+    assert np.median(small_l1) < 0.05 * np.median(small_l2) + 1e-3
+    assert np.abs(theta_l1[:3]).min() > 0.3   # the signal survives
+
+
+def test_non_private_tuner_descends_with_smoothed_l1():
+    Xt, yt, Xv, yv = _sparse_problem(seed=5, n_train=100, noise=2.0)
+    X, y = np.vstack([Xt, Xv]), np.concatenate([yt, yv])
+    mask = np.r_[np.zeros(len(Xt), bool), np.ones(len(Xv), bool)]
+    reg = DPBilevelRidge(epsilon=None, regularizer="smoothed_l1", l1_smoothing=0.01,
+                         n_outer_iter=20, y_bounds=(-10, 10), omega_init=1e-3,
+                         refit_share=0.0, random_state=0).fit(X, y, validation_mask=mask)
+    spec = Regularizer("smoothed_l1", 0.01)
+    scale = reg.y_scale_
+    yt_s, yv_s = (np.clip(v, -10, 10) / scale for v in (yt, yv))
+
+    def F(w):
+        return _smoothed_validation_loss(Xt, yt_s, Xv, yv_s, w, spec)[0]
+
+    grid = np.logspace(-4, 0, 60)
+    best = grid[int(np.argmin([F(g) for g in grid]))]
+    assert 2e-4 < best < 0.5   # an interior optimum
+    path = [F(w) for w in reg.omega_path_]
+    assert path[reg.t_out_] < path[0]
+    assert F(reg.omega_) - F(best) < 0.1 * (path[0] - F(best))
+    # history_ reports the smoothed l1 R of the released models
+    theta = np.r_[reg.coef_ / scale, 0.0][None]
+    assert reg.history_["R_train"][reg.t_out_] == pytest.approx(spec.value(torch.as_tensor(theta)))
+
+
+def test_smoothed_l1_penalty_gradient_and_value():
+    from skdp._training import SmoothedL1Penalty, make_penalty
+    from skdp.models import make_backend
+
+    linear = make_backend(torch.zeros((4, 3)), 2)
+    linear.weights.copy_(torch.tensor([[0.5, -0.02, 0.0, 3.0], [-1.0, 0.01, 2.0, -3.0]]))
+    penalty = make_penalty(linear, Regularizer("smoothed_l1", 0.01).penalty(0.5))
+    assert isinstance(penalty, SmoothedL1Penalty)
+    w = linear.weights[:, :-1]
+    assert penalty.value() == pytest.approx(
+        0.5 * float((torch.sqrt(w**2 + 1e-4) - 0.01).sum()))
+    sums = [torch.zeros_like(linear.weights)]
+    penalty.add_gradient(sums, expected_batch=2.0)
+    torch.testing.assert_close(sums[0][:, :-1], 1.0 * w / torch.sqrt(w**2 + 1e-4))
+    assert torch.all(sums[0][:, -1] == 0)   # intercept not penalised
+
+
+@pytest.mark.parametrize("solver", ["dp_sgd", "dp_loc_gd"])
+def test_private_smoothed_l1(solver):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 6))
+    y = X @ np.r_[1.0, -1.0, np.zeros(4)] + 0.5 * rng.normal(size=3000)
+    kwargs = dict(epsilon=2.0, regularizer="smoothed_l1", inner_solver=solver, n_outer_iter=3,
+                  y_bounds=(-5, 5), random_state=0)
+    reg = DPBilevelRidge(**kwargs).fit(X, y)
+    plain = DPBilevelRidge(**{**kwargs, "regularizer": "l2"}).fit(X, y)
+    # the penalty is post-processing: same releases, same privacy
+    assert reg.epsilon_ == plain.epsilon_ <= 2.0
+    assert reg.noise_multipliers_ == plain.noise_multipliers_
+    assert np.all(np.isfinite(reg.history_["R_train"]))
+    assert reg.score(X, y) > 0.7
+    clf = DPBilevelLogisticRegression(
+        epsilon=2.0, regularizer="smoothed_l1", inner_solver=solver, n_outer_iter=2,
+        random_state=0).fit(X, (y > 0).astype(int))
+    assert clf.epsilon_ <= 2.0 and clf.score(X, (y > 0).astype(int)) > 0.7
 
 
 @pytest.mark.parametrize("solver", ["dp_sgd", "dp_loc_gd", "output_perturbation"])
@@ -204,6 +353,15 @@ def test_bad_input():
         DPBilevelRidge(validation_fraction=0.001).fit(X[:200], y[:200])
     with pytest.raises(ValueError, match="validation_mask"):
         DPBilevelRidge().fit(X, y, validation_mask=np.ones(10, bool))
+    with pytest.raises(ValueError, match="regularizer"):
+        DPBilevelRidge(regularizer="l1").fit(X, y)
+    with pytest.raises(ValueError, match="l1_smoothing"):
+        DPBilevelRidge(regularizer="smoothed_l1", l1_smoothing=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="output_perturbation.*dp_sgd"):
+        DPBilevelRidge(regularizer="smoothed_l1", inner_solver="output_perturbation").fit(X, y)
+    with pytest.raises(ValueError, match="output_perturbation"):
+        DPBilevelLogisticRegression(regularizer="smoothed_l1", epsilon=None,
+                                    inner_solver="output_perturbation").fit(X, y > 0)
 
 
 def test_logistic_tuner_utility():

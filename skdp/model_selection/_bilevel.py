@@ -1,10 +1,11 @@
 """Private regularisation tuning without a grid: DP bilevel optimisation.
 
 :class:`DPBilevelRidge` and :class:`DPBilevelLogisticRegression` choose the
-strength omega of an l2 penalty ``omega / 2 * ||coef||^2`` on a
-validation part of the data, privately, in one fit: omega is updated on the
-fly from two privately trained models per iteration (Kornowski, *DP bilevel
-optimization*, Sec. 7, with the sign of the printed rule corrected). The
+strength omega of a penalty ``omega R(coef)`` (``R = ||coef||^2 / 2`` by
+default, or a smoothed l1 norm) on a validation part of the data,
+privately, in one fit: omega is updated on the fly from two privately
+trained models per iteration (Kornowski, *DP bilevel optimization*, Sec. 7,
+with the sign of the printed rule corrected). The
 whole data set (training and validation parts) is protected and ``fit``
 spends the whole budget.
 """
@@ -29,10 +30,12 @@ from ..privacy import (
     ReleasePlan,
 )
 from ._bilevel_solvers import (
+    REGULARIZERS,
     SOLVERS,
     InnerSolver,
     OuterConfig,
     Problem,
+    Regularizer,
     SolverSettings,
     output_rule,
     run_bilevel,
@@ -40,6 +43,11 @@ from ._bilevel_solvers import (
 
 #: Fewest validation records the tuner accepts.
 _MIN_VALIDATION = 2
+
+#: Weight of the l2 part that the smoothed l1 regulariser keeps with
+#: ``inner_solver="dp_loc_gd"``, whose step sizes and radii need a strongly
+#: convex penalty (``R = R_mu + _LOC_GD_L2 / 2 * ||coef||^2``).
+_LOC_GD_L2 = 0.1
 
 #: Largest noise multiplier of an inner solve the tuner accepts: beyond it
 #: the released models are noise.
@@ -55,6 +63,8 @@ class _DPBilevelMixin:
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "omega_init": [Interval(Real, 0, None, closed="neither")],
         "omega_bounds": [tuple, list],
+        "regularizer": [StrOptions(set(REGULARIZERS))],
+        "l1_smoothing": [Interval(Real, 0, None, closed="neither")],
         "penalty": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "outer_lr": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "n_outer_iter": [Interval(Integral, 1, None, closed="left")],
@@ -87,6 +97,21 @@ class _DPBilevelMixin:
             raise ValueError(
                 f"omega_init={self.omega_init!r} is outside omega_bounds={tuple(bounds)}."
             )
+        if self.regularizer != "l2" and self.inner_solver == "output_perturbation":
+            raise ValueError(
+                f"regularizer={self.regularizer!r} cannot be used with "
+                "inner_solver='output_perturbation': its noise is calibrated to the 1 / omega "
+                "sensitivity that the strong convexity of the l2 penalty gives, and the smoothed "
+                "l1 norm is not strongly convex. Use inner_solver='dp_sgd' or 'dp_loc_gd', or "
+                "regularizer='l2'."
+            )
+
+    def _regularizer(self):
+        """The public :class:`Regularizer` spec of this fit."""
+        if self.regularizer == "l2":
+            return Regularizer("l2")
+        l2 = _LOC_GD_L2 if self.inner_solver == "dp_loc_gd" else 0.0
+        return Regularizer("smoothed_l1", float(self.l1_smoothing), l2)
 
     def _split(self, n, validation_mask):
         """Boolean validation mask: the routed one, or a seeded split."""
@@ -267,8 +292,9 @@ class _DPBilevelMixin:
         rows = self._to_tensor(X, device, dtype=torch.float64)
         targets = make_targets(report, generator, device).to(device=device, dtype=torch.float64)
         train, mixed = self._problems(rows, targets, mask, device)
-        train_solver = InnerSolver(train, settings["train"], generator, exact)
-        mixed_solver = InnerSolver(mixed, settings["mixed"], generator, exact)
+        reg = self._regularizer()
+        train_solver = InnerSolver(train, settings["train"], generator, exact, reg)
+        mixed_solver = InnerSolver(mixed, settings["mixed"], generator, exact, reg)
         calibration_time = time.perf_counter() - start
         noise = {name: report.multiplier(name) for name in ("train", "mixed")}
         outer_std = 0.0
@@ -277,7 +303,7 @@ class _DPBilevelMixin:
         config = OuterConfig(
             n_iter=self.n_outer_iter, penalty=self._penalty(), omega_init=self.omega_init,
             omega_bounds=tuple(self.omega_bounds), outer_lr=self.outer_lr,
-            outer_noise_std=outer_std, verbose=self.verbose,
+            outer_noise_std=outer_std, verbose=self.verbose, regularizer=reg,
         )
         theta0 = torch.zeros((n_outputs, rows.shape[1] + 1), dtype=torch.float64, device=device)
         start = time.perf_counter()
@@ -297,7 +323,7 @@ class _DPBilevelMixin:
             everything = Problem(torch.cat([rows, torch.ones_like(rows[:, :1])], 1),
                                  torch.cat([targets, torch.ones_like(targets[:, :1])], 1),
                                  self._loss_kind, "refit")
-            refit = InnerSolver(everything, settings["refit"], generator, exact)
+            refit = InnerSolver(everything, settings["refit"], generator, exact, reg)
             with self._training_threads(device):
                 weights = refit.solve(self.omega_, weights, report.multiplier("refit"))
             self.noise_multipliers_["refit"] = report.multiplier("refit")
@@ -321,11 +347,24 @@ _PARAMS_DOC = """
         from ``random_state`` (it depends on the seed and ``n`` only). A
         ``validation_mask`` passed to ``fit`` overrides it.
     omega_init : float, default=1e-2
-        Starting regularisation strength (of ``omega / 2 * ||coef||^2`` on
-        the mean loss, features as given: standardise them first).
+        Starting regularisation strength (of ``omega R(coef)`` on the mean
+        loss, features as given: standardise them first).
     omega_bounds : tuple (low, high), default=(1e-6, 1e2)
         The outer step projects omega onto these bounds; ``low > 0`` keeps
-        every inner problem strongly convex.
+        every l2-penalised inner problem strongly convex.
+    regularizer : {"l2", "smoothed_l1"}, default="l2"
+        The penalty ``R`` (the intercept is never penalised). ``"l2"``:
+        ``R = ||coef||^2 / 2``. ``"smoothed_l1"``: ``R = sum_j (sqrt(coef_j^2
+        + mu^2) - mu)`` with ``mu = l1_smoothing``, which shrinks small
+        coefficients towards 0 (sparsity-promoting); its gradient is added
+        after the noise like the l2 one. With ``inner_solver="dp_loc_gd"``
+        ``R`` keeps an l2 part ``0.1 / 2 * ||coef||^2`` (the solver's step
+        sizes and radii need a strongly convex penalty; privacy does not
+        depend on it); ``"output_perturbation"`` needs ``"l2"`` (its noise
+        relies on the penalty's strong convexity) and raises otherwise.
+    l1_smoothing : float, default=0.01
+        Smoothing width ``mu > 0`` of ``"smoothed_l1"`` (public; in units of
+        the coefficients). Ignored for ``"l2"``.
     penalty : float or "auto", default="auto"
         lambda of the penalty method: the second model of each iteration
         minimises ``train loss + validation loss / penalty + omega R``. The
@@ -395,7 +434,7 @@ _ATTRS_DOC = """
         (and ``"refit"``, ``"hypergradient"``).
     history_ : dict
         Private quantities per iteration: ``"omega"``, ``"hypergradient"``,
-        ``"R_train"``, ``"R_mixed"``.
+        ``"R_train"``, ``"R_mixed"`` (``R`` of the chosen ``regularizer``).
     validation_size_ : int
     n_iter_ : int
     fit_time_ : dict
@@ -406,7 +445,8 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
     __doc__ = """Ridge regression whose penalty is tuned privately, without a grid.
 
     Minimises the mean of ``(prediction - y)**2 / 2`` plus
-    ``omega / 2 * ||coef||^2`` and chooses omega on a validation part of the
+    ``omega R(coef)`` (``R = ||coef||^2 / 2`` by default, or a smoothed l1
+    norm, see ``regularizer``) and chooses omega on a validation part of the
     data by the first-order DP bilevel method (see :ref:`bilevel`): each
     iteration trains two private models at the current omega -- one on the
     training part, one with the validation loss mixed in at weight
@@ -450,7 +490,8 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
     }
 
     def __init__(self, *, epsilon=1.0, delta=1e-5, validation_fraction=0.2, omega_init=1e-2,
-                 omega_bounds=(1e-6, 1e2), penalty="auto", outer_lr="auto", n_outer_iter=8,
+                 omega_bounds=(1e-6, 1e2), regularizer="l2", l1_smoothing=0.01, penalty="auto",
+                 outer_lr="auto", n_outer_iter=8,
                  outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
                  max_grad_norm=1.0, accountant="pld", neighboring="add_remove", y_bounds=None,
                  random_state=None, device="cpu", verbose=0):
@@ -459,6 +500,8 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
         self.validation_fraction = validation_fraction
         self.omega_init = omega_init
         self.omega_bounds = omega_bounds
+        self.regularizer = regularizer
+        self.l1_smoothing = l1_smoothing
         self.penalty = penalty
         self.outer_lr = outer_lr
         self.n_outer_iter = n_outer_iter
@@ -507,7 +550,8 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     __doc__ = """Logistic regression whose penalty is tuned privately, without a grid.
 
     Softmax (multinomial) logistic regression with penalty
-    ``omega / 2 * ||W||^2``, omega chosen on a validation part of the data
+    ``omega R(W)`` (``R = ||W||^2 / 2`` by default, or a smoothed l1 norm,
+    see ``regularizer``), omega chosen on a validation part of the data
     by the first-order DP bilevel method of :class:`DPBilevelRidge` (see
     :ref:`bilevel`).
 
@@ -546,7 +590,8 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     _parameter_constraints = dict(_DPBilevelMixin._bilevel_constraints)
 
     def __init__(self, *, epsilon=1.0, delta=1e-5, validation_fraction=0.2, omega_init=1e-2,
-                 omega_bounds=(1e-6, 1e2), penalty="auto", outer_lr="auto", n_outer_iter=8,
+                 omega_bounds=(1e-6, 1e2), regularizer="l2", l1_smoothing=0.01, penalty="auto",
+                 outer_lr="auto", n_outer_iter=8,
                  outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
                  max_grad_norm=1.0, accountant="pld", neighboring="add_remove",
                  random_state=None, device="cpu", verbose=0):
@@ -555,6 +600,8 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         self.validation_fraction = validation_fraction
         self.omega_init = omega_init
         self.omega_bounds = omega_bounds
+        self.regularizer = regularizer
+        self.l1_smoothing = l1_smoothing
         self.penalty = penalty
         self.outer_lr = outer_lr
         self.n_outer_iter = n_outer_iter

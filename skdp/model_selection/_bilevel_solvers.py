@@ -12,15 +12,18 @@ Both are written as one weighted mean over the records of their part of the
 data (weights in the last target column, see
 :class:`~skdp.models.WeightedHead`), so every solver clips each record's
 *weighted* gradient and one record's influence is bounded whichever part it
-is in. ``R(theta) = ||W||^2 / 2`` over the weights (not the intercepts).
+is in. ``R`` is a :class:`Regularizer` over the weights (not the
+intercepts): ``||W||^2 / 2`` by default, or the smoothed l1 norm.
 """
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import torch
 
+from .._training import SmoothedL1Penalty
 from ..linear_model._trainer import DPSGDConfig, train_dpsgd
 from ..models import CrossEntropyHead, LinearBackend, SquaredLossHead, WeightedHead
 from ..privacy import BatchReleases, Release, gaussian_noise
@@ -29,9 +32,68 @@ from ._dp_loc_gd import LocGDConfig, run_loc_gd
 SOLVERS = ("dp_loc_gd", "dp_sgd", "output_perturbation")
 
 
-def regularizer(weights):
-    """``R(theta) = ||W||^2 / 2`` over the weight columns (bias excluded)."""
-    return 0.5 * float(weights[:, :-1].double().square().sum())
+REGULARIZERS = ("l2", "smoothed_l1")
+
+
+@dataclass(frozen=True)
+class Regularizer:
+    """The data-independent penalty ``R`` whose strength omega is tuned.
+
+    ``"l2"``: ``R(theta) = ||W||^2 / 2``. ``"smoothed_l1"``:
+    ``R(theta) = sum_j (sqrt(W_j^2 + mu^2) - mu) + l2 / 2 * ||W||^2`` with
+    smoothing width ``mu = smoothing`` (public); ``l2`` is 0 except for
+    solvers that need a strongly convex penalty. Sums run over the weight
+    columns ``theta[:, :-1]``; the intercepts are never penalised here.
+    """
+
+    kind: str = "l2"
+    smoothing: float = 0.01
+    l2: float = 0.0
+
+    @property
+    def strong_convexity(self):
+        """Strong-convexity modulus of ``R`` (per unit of omega)."""
+        return 1.0 if self.kind == "l2" else self.l2
+
+    def tensor_value(self, weights):
+        """``R`` of a weight tensor (no bias column), differentiable."""
+        if self.kind == "l2":
+            return 0.5 * weights.square().sum()
+        mu = self.smoothing
+        value = (torch.sqrt(weights.square() + mu * mu) - mu).sum()
+        return value + 0.5 * self.l2 * weights.square().sum() if self.l2 else value
+
+    def value(self, theta):
+        """``R(theta)`` as a float; ``theta`` has the bias as last column."""
+        return float(self.tensor_value(theta[:, :-1].double()))
+
+    def gradient(self, weights):
+        if self.kind == "l2":
+            return weights
+        mu = self.smoothing
+        return weights / torch.sqrt(weights.square() + mu * mu) + self.l2 * weights
+
+    def curvature(self, weights):
+        """Diagonal of the Hessian of ``R``."""
+        if self.kind == "l2":
+            return torch.ones_like(weights)
+        mu = self.smoothing
+        return mu * mu / (weights.square() + mu * mu) ** 1.5 + self.l2
+
+    def penalty(self, omega):
+        """The ``alpha`` the DP-SGD / DP-Loc-GD trainers take: omega for l2,
+        else a factory of :class:`~skdp._training.SmoothedL1Penalty`."""
+        if self.kind == "l2":
+            return omega
+        return partial(SmoothedL1Penalty, alpha=omega, smoothing=self.smoothing, l2=self.l2)
+
+
+L2 = Regularizer()
+
+
+def regularizer(weights, spec=L2):
+    """``R(theta)`` over the weight columns (bias excluded); l2 by default."""
+    return spec.value(weights)
 
 
 @dataclass
@@ -69,14 +131,19 @@ def _sample_losses(kind, outputs, targets, huber=False):
     return -(targets * torch.log_softmax(outputs, dim=1)).sum(1)
 
 
-def exact_solve(problem, omega, theta0, *, huber=False, penalize_intercept=False, row_bound=None):
+def exact_solve(problem, omega, theta0, *, huber=False, penalize_intercept=False, row_bound=None,
+                reg=L2):
     """The (numerically) exact minimiser of a weighted penalised problem.
 
-    Closed form for the squared loss, L-BFGS in float64 otherwise. With
+    Penalty ``omega * R`` with ``R`` the :class:`Regularizer` ``reg``.
+    Closed form for the squared loss with the l2 penalty, damped Newton for
+    the squared loss with smoothed l1, L-BFGS in float64 otherwise. With
     ``row_bound``, rows are first clipped to that norm; with ``huber`` the
     squared loss becomes a Huber loss with unit threshold (both make the
-    loss Lipschitz, for output perturbation).
+    loss Lipschitz, for output perturbation; l2 penalty only).
     """
+    if reg.kind != "l2" and (huber or penalize_intercept or row_bound is not None):
+        raise ValueError("the Lipschitz (output perturbation) solve supports the l2 penalty only.")
     rows = problem.rows.double()
     if row_bound is not None:
         norms = rows.norm(dim=1, keepdim=True).clamp_min(1e-12)
@@ -92,8 +159,9 @@ def exact_solve(problem, omega, theta0, *, huber=False, penalize_intercept=False
             problem.normal_equations = (rows.T @ (rows * weights[:, None]) / n,
                                         rows.T @ (targets * weights[:, None]) / n)
         gram, rhs = problem.normal_equations
-        gram = gram + torch.diag(omega * mask + 1e-12)
-        return torch.linalg.solve(gram, rhs).T
+        if reg.kind == "l2":
+            return torch.linalg.solve(gram + torch.diag(omega * mask + 1e-12), rhs).T
+        return _newton_squared(gram, rhs, omega, reg, theta0.double())
     theta = theta0.double().clone().requires_grad_(True)
     optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=500, tolerance_grad=1e-10,
                                   tolerance_change=1e-14, history_size=20,
@@ -102,13 +170,53 @@ def exact_solve(problem, omega, theta0, *, huber=False, penalize_intercept=False
     def closure():
         optimizer.zero_grad()
         losses = _sample_losses(problem.kind, rows @ theta.T, targets, huber)
-        value = (losses * weights).mean() + 0.5 * omega * (theta.square() * mask).sum()
+        if reg.kind == "l2":
+            value = (losses * weights).mean() + 0.5 * omega * (theta.square() * mask).sum()
+        else:
+            value = (losses * weights).mean() + omega * reg.tensor_value(theta[:, :-1])
         value.backward()
         return value
 
     with torch.enable_grad():
         optimizer.step(closure)
     return theta.detach()
+
+
+def _newton_squared(gram, rhs, omega, reg, theta0, max_iter=200):
+    """Damped Newton for the weighted squared loss plus ``omega * R``, one
+    output column at a time (the problem separates over outputs)."""
+    width = gram.shape[0]
+    columns = []
+    for k in range(rhs.shape[1]):
+        b = rhs[:, k]
+        theta = theta0[k].clone() if theta0.shape[0] > k else torch.zeros(width, dtype=gram.dtype)
+
+        def objective(t, b=b):
+            return float(0.5 * t @ gram @ t - b @ t + omega * reg.tensor_value(t[:-1]))
+
+        value = objective(theta)
+        for _ in range(max_iter):
+            grad = gram @ theta - b
+            grad[:-1] += omega * reg.gradient(theta[:-1])
+            hess = gram.clone()
+            hess.diagonal()[:-1] += omega * reg.curvature(theta[:-1])
+            hess.diagonal().add_(1e-12)
+            step = torch.linalg.solve(hess, grad)
+            decrement = float(grad @ step)
+            if decrement < 1e-24:
+                break
+            t = 1.0
+            while t > 1e-12:  # backtracking (Armijo)
+                candidate = theta - t * step
+                new = objective(candidate)
+                if new <= value - 0.25 * t * decrement:
+                    break
+                t *= 0.5
+            else:
+                break  # no decrease left at float64 precision
+            theta, value = candidate, new
+        columns.append(theta)
+    return torch.stack(columns)
 
 
 @dataclass(frozen=True)
@@ -130,11 +238,17 @@ class InnerSolver:
     known before training: :meth:`releases` describes ``n_solves`` solves.
     """
 
-    def __init__(self, problem, settings, generator, exact=False):
+    def __init__(self, problem, settings, generator, exact=False, reg=L2):
         self.problem = problem
         self.settings = settings
         self.generator = generator
         self.exact = exact
+        self.reg = reg
+        if settings.kind == "output_perturbation" and reg.kind != "l2":
+            raise ValueError(
+                "output perturbation calibrates its noise to the 1 / omega sensitivity of an "
+                "l2-penalised problem; it does not support the regularizer " + repr(reg.kind)
+            )
         self.backend = None
         if not exact and settings.kind in ("dp_sgd", "dp_loc_gd"):
             n_out = problem.targets.shape[1] - 1
@@ -170,7 +284,7 @@ class InnerSolver:
         s = self.settings
         omega = omega * self.problem.omega_factor
         if self.exact:
-            return exact_solve(self.problem, omega, theta0)
+            return exact_solve(self.problem, omega, theta0, reg=self.reg)
         if s.kind == "output_perturbation":
             # L-Lipschitz loss: rows clipped to L / sqrt(2) (softmax output
             # gradients have norm <= sqrt(2)) or to L with a unit Huber loss
@@ -187,14 +301,15 @@ class InnerSolver:
             config = DPSGDConfig(
                 n_steps=s.steps, sampling_rate=s.sampling_rate, max_grad_norm=s.max_grad_norm,
                 noise_multiplier=noise_multiplier, learning_rate=s.learning_rate, momentum=0.0,
-                alpha=omega, head=self.head, averaging=0.5,
+                alpha=self.reg.penalty(omega), head=self.head, averaging=0.5,
             )
             train_dpsgd(self.backend, self.problem.targets.to(dtype), config, self.generator)
         else:
             config = LocGDConfig(
                 n_rounds=s.n_rounds, n_steps=s.steps // s.n_rounds, max_grad_norm=s.max_grad_norm,
-                noise_multiplier=noise_multiplier, strong_convexity=omega,
-                max_lr=s.learning_rate, alpha=omega,
+                noise_multiplier=noise_multiplier,
+                strong_convexity=omega * self.reg.strong_convexity,
+                max_lr=s.learning_rate, alpha=self.reg.penalty(omega),
             )
             run_loc_gd(self.backend, self.problem.targets.to(dtype), self.head, config,
                        self.generator)
@@ -213,6 +328,7 @@ class OuterConfig:
     log_space: bool = True
     outer_noise_std: float = 0.0
     verbose: int = 0
+    regularizer: Regularizer = L2
 
 
 def run_bilevel(train, mixed, noise, config, generator, theta0):
@@ -236,7 +352,7 @@ def run_bilevel(train, mixed, noise, config, generator, theta0):
     for t in range(config.n_iter):
         theta_t = train.solve(omega, theta_t, noise.get("train"))
         theta_m = mixed.solve(omega, theta_m, noise.get("mixed"))
-        rt, rm = regularizer(theta_t), regularizer(theta_m)
+        rt, rm = config.regularizer.value(theta_t), config.regularizer.value(theta_m)
         hyper = config.penalty * (rm - rt)
         if config.outer_noise_std:
             hyper += float(gaussian_noise(torch.zeros(1, dtype=torch.float64),
