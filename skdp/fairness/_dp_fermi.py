@@ -35,12 +35,19 @@ from ._fermi import (
     SCHEDULES,
     FermiConfig,
     FermiNoise,
+    InProcessSilos,
     priors_from_counts,
-    silo_generators,
+    run_rounds,
     silo_group_counts,
+    silo_randomness,
     theorem_3_3_noise,
-    train_fermi,
 )
+
+#: Engines that move the silos' messages (see :ref:`federated`).
+ENGINES = ("inprocess", "flower-simulation")
+
+#: Version of the public settings a silo accepts (``settings["protocol"]``).
+PROTOCOL = "skdp-dp-fermi/1"
 
 #: Shares of each round's privacy (GDP ``mu^2``) per release: the model
 #: gradient, the W-gradient and the monitoring vector.
@@ -89,6 +96,125 @@ def _w_scale(privacy_unit, priors, w_clip):
     if privacy_unit == "record":
         return w_clip
     return max(w_gradient_replace_sensitivity(priors), 1e-12)
+
+
+def fermi_release_plan(settings, n_records=None):
+    """The release plan of one DP-FERMI fit from its public settings.
+
+    Per round on each silo's batch: the clipped model-gradient sum, the
+    scaled clipped W-gradient sum and the monitoring sum, one joint
+    mechanism; once before training (``settings["private_priors"]``), the
+    noisy group counts. A silo builds it from the settings the server sends
+    and its own record count (``n_records``), and calibrates its own noise
+    (:func:`silo_privacy_report`).
+
+    Parameters
+    ----------
+    settings : dict
+        ``privacy_unit``, ``max_grad_norm``, ``rounds``, ``sampling_rate``
+        or ``batch_size`` (one of them None), ``private_priors``,
+        ``accountant``.
+    n_records : int or None
+
+    Returns
+    -------
+    skdp.privacy.ReleasePlan
+    """
+    sensitivities, neighboring = _release_sensitivities(
+        settings["privacy_unit"], float(settings["max_grad_norm"])
+    )
+    if settings.get("batch_size") is not None:
+        batch = {"batch_size": float(settings["batch_size"])}  # rate b / n_j in each silo
+    else:
+        batch = {"sampling_rate": float(settings["sampling_rate"])}
+    releases = [
+        Release("theta", sensitivity=sensitivities["theta"], share=_THETA_SHARE),
+        Release("w", sensitivity=sensitivities["w"], share=_W_SHARE),
+        Release("monitor", sensitivity=sensitivities["monitor"], share=_MONITOR_SHARE),
+    ]
+    initial = []
+    if settings["private_priors"]:
+        initial.append(InitialRelease(
+            "group_counts", sensitivity=sensitivities["group_counts"], budget_share=_PRIOR_SHARE,
+        ))
+    return ReleasePlan(
+        BatchReleases(releases, steps=int(settings["rounds"]), **batch), initial=initial,
+        neighboring=neighboring, accountant=settings["accountant"],
+        n_records=None if n_records is None else int(n_records),
+    )
+
+
+def silo_privacy_report(settings, n_records):
+    """What one silo spends: its plan calibrated for its own record count
+    (a non-private report when ``settings["epsilon"]`` is None).
+
+    Raises
+    ------
+    skdp.privacy.PrivacyBudgetError
+        When the budget cannot pay for the rounds.
+    """
+    plan = fermi_release_plan(settings, n_records)
+    if settings["epsilon"] is None:
+        return plan.non_private(float(settings["delta"]))
+    return plan.calibrate(float(settings["epsilon"]), float(settings["delta"]))
+
+
+def silo_noise(settings, scales, priors):
+    """One silo's noise standard deviations on its sums, given the noise
+    scales of its report (``{name: scale}``) and the priors the server broadcasts: the W-gradient noise is the
+    plan's (on sums divided by ``w_scale``) times ``w_scale``, computed by the
+    silo from the same priors it clips with.
+
+    Returns
+    -------
+    (FermiNoise for one silo, w_clip)
+    """
+    priors = np.asarray(priors, dtype=np.float64)
+    w_clip = w_gradient_clip(priors)
+    if settings["epsilon"] is None:
+        return FermiNoise(), w_clip
+    w_scale = _w_scale(settings["privacy_unit"], priors, w_clip)
+    return FermiNoise(theta=(scales["theta"],), w=(scales["w"] * w_scale,),
+                      monitor=(scales["monitor"],)), w_clip
+
+
+class _LocalSilos:
+    """Every silo in this process (``engine="inprocess"``): the transport
+    of :meth:`DPFERMIClassifier._train_on_silos` that computes all silos'
+    messages in one batched pass."""
+
+    def __init__(self, estimator, X, y_codes, group_codes, sizes, n_groups):
+        self.estimator = estimator
+        self.X, self.y_codes = X, y_codes
+        self.sizes = sizes
+        n_classes = len(estimator.classes_)
+        strata, n_strata = fairness_strata(estimator.fairness, y_codes, n_classes)
+        self.cells = record_cells(group_codes, strata, n_groups, n_strata)
+        self.n_cells = n_strata * n_groups
+        self.device = estimator._checked_device()
+        self.cells_t = torch.as_tensor(self.cells, dtype=torch.long, device=self.device)
+        self.randomness = None
+
+    def setup(self, settings):
+        reports = self.estimator._silo_reports(settings, self.sizes)
+        self.randomness = silo_randomness(settings["seed"], len(self.sizes), self.device)
+        counts = [None] * len(self.sizes)
+        if settings["private_priors"]:
+            std = reports[0].scale("group_counts")  # equal for every silo
+            counts = silo_group_counts(self.cells_t, self.sizes, self.n_cells, std,
+                                       self.randomness).cpu().numpy()
+        return [{"report": r, "epsilon": r.epsilon, "counts": c} for r, c in zip(reports, counts)]
+
+    def backend(self, estimator, n_classes, seed, device):
+        X_t = estimator._to_tensor(self.X, device)
+        self.onehot = torch.nn.functional.one_hot(
+            torch.as_tensor(self.y_codes, device=device), n_classes
+        ).to(X_t.dtype)
+        return estimator._make_backend(X_t, n_classes, seed)
+
+    def exchange(self, backend, config, priors):
+        return InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,
+                              self.randomness)
 
 
 class DPFERMIClassifier(BaseDPClassifier):
@@ -218,12 +344,28 @@ class DPFERMIClassifier(BaseDPClassifier):
         not passed to ``fit`` and removed from the inputs (also when
         predicting). It is removed before ``sensitive_columns`` are read, so
         integer ``sensitive_columns`` index the remaining columns.
+    engine : {"inprocess", "flower-simulation"}, default="inprocess"
+        What runs the silos. ``"inprocess"``: all silos in this process, in
+        one batched pass per round (no extra dependency). ``"flower-simulation"``:
+        each silo is a Flower ``ClientApp`` in Flower's simulation engine
+        (``pip install skdp[federated]``), with its own release plan, budget
+        and noise, exchanging only noisy messages with a ``ServerApp``. Seeded
+        fits give the same model in both (and in a Flower deployment, see
+        :ref:`federated`).
+    engine_options : dict or None, default=None
+        Options of the Flower engine: ``"round_timeout"`` (seconds a round
+        waits for every silo, default 120), ``"node_timeout"`` (seconds to
+        wait for the silos' nodes, default 120) and ``"backend_config"``
+        (Flower's simulation backend settings, default one CPU per silo).
     random_state : int, RandomState instance or None, default=None
-        Seeds model initialization and, through ``(seed, silo)``, each silo's
-        generator.
+        Seeds model initialization and each silo's sampling and noise: round
+        ``r`` of silo ``j`` draws from a generator seeded from ``(seed, j,
+        r)``. ``None``: every silo draws from the operating system's CSPRNG
+        (unpredictable, and not reproducible).
     secure_rng : bool, default=False
-        Each silo draws its sampling and noise from the operating system's
-        CSPRNG (not reproducible).
+        With a ``random_state``, still draw each silo's sampling and noise
+        from the operating system's CSPRNG (the seed then only initializes
+        the model).
     device : str, default="cpu"
     verbose : int, default=0
         Progress lines show only noisy (private) quantities.
@@ -251,8 +393,9 @@ class DPFERMIClassifier(BaseDPClassifier):
         publish their sizes; the sampling rates and the server's weights
         depend on them.
     silo_epsilons_ : ndarray of shape (n_silos_,)
-        Each silo's epsilon from a fresh dp-accounting accountant on its
-        event (inf when ``epsilon=None``).
+        Each silo's epsilon as the silo reported it: every silo calibrates
+        its own release plan for its own record count (in process the same
+        calculation runs here); inf when ``epsilon=None``.
     silo_dp_events_ : list of dp_accounting.DpEvent
         Each silo's accounted event: the one-off noisy counts (with
         ``group_priors="private"``) composed with ``n_steps_`` Poisson-sampled
@@ -334,6 +477,8 @@ class DPFERMIClassifier(BaseDPClassifier):
         "return_iterate": [StrOptions({"average", "last"})],
         "averaging": [Interval(Real, 0, 1, closed="both")],
         "silo_column": [str, Integral, None],
+        "engine": [StrOptions(set(ENGINES))],
+        "engine_options": [dict, None],
     }
     def __init__(
         self,
@@ -364,6 +509,8 @@ class DPFERMIClassifier(BaseDPClassifier):
         sensitive_columns=None,
         sensitive_groups=None,
         silo_column=None,
+        engine="inprocess",
+        engine_options=None,
         random_state=None,
         secure_rng=False,
         device="cpu",
@@ -395,6 +542,8 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.sensitive_columns = sensitive_columns
         self.sensitive_groups = sensitive_groups
         self.silo_column = silo_column
+        self.engine = engine
+        self.engine_options = engine_options
         self.random_state = random_state
         self.secure_rng = secure_rng
         self.device = device
@@ -423,6 +572,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         self : DPFERMIClassifier
         """
         self._validate_params()
+        self._check_engine()
         X, from_column = self._pop_silo_column(X)
         X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
         n = X.shape[0]
@@ -434,20 +584,84 @@ class DPFERMIClassifier(BaseDPClassifier):
             silo_codes[order], y_codes[order], group_codes[order], X[order]
         )
         sizes = np.bincount(silo_codes, minlength=self.n_silos_)
-        self.silo_sizes_ = sizes.astype(np.int64)
-        strata, n_strata = fairness_strata(self.fairness, y_codes, n_classes)
-        cells = record_cells(group_codes, strata, n_groups, n_strata)
         self._warn_single_group_silos(group_codes, silo_codes, n_groups)
+        if self.engine == "inprocess":
+            silos = _LocalSilos(self, X, y_codes, group_codes, sizes, n_groups)
+            return self._train_on_silos(silos, n_groups)
+        from ..federated._simulation import fit_in_simulation
 
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        data = [
+            (X[a:b], y_codes[a:b], group_codes[a:b]) for a, b in zip(bounds[:-1], bounds[1:])
+        ]
+        return fit_in_simulation(self, data, n_groups)
+
+    def _check_engine(self):
+        if self.engine != "inprocess" and self.noise_calibration == "paper":
+            raise ValueError(
+                f"engine={self.engine!r} needs noise_calibration='accountant': the paper's "
+                "noise depends on the released priors, which the silos do not calibrate "
+                "against; use engine='inprocess' to reproduce the paper."
+            )
+
+    def _silo_settings(self, rounds, rates, n_features, silo_seed):
+        """The public settings every silo receives before training: enough to
+        build its own release plan (with its own record count) and its own
+        step; no data-derived value besides the public silo sizes."""
+        rate_mode = not (isinstance(self.batch_size, Integral) and self.sample_rate is None)
+        return {
+            "protocol": PROTOCOL,
+            "epsilon": None if self.epsilon is None else float(self.epsilon),
+            "delta": float(self.delta),
+            "accountant": self.accountant,
+            "privacy_unit": self.privacy_unit,
+            "max_grad_norm": float(self.max_grad_norm),
+            "lam": float(self.lam),
+            "rounds": int(rounds),
+            "sampling_rate": float(rates[0]) if rate_mode else None,
+            "batch_size": None if rate_mode else int(self.batch_size),
+            "private_priors": bool(self._private_priors()),
+            "fairness": self.fairness,
+            "n_classes": int(len(self.classes_)),
+            "n_groups": int(len(self.groups_)) if self.groups_ is not None else 1,
+            "n_features": int(n_features),
+            "classes": [str(c) for c in self.classes_],
+            "groups": [] if self.groups_ is None else [str(g) for g in self.groups_],
+            "hidden_layer_sizes": [int(h) for h in self.hidden_layer_sizes],
+            "loss_bound": _LOSS_BOUND,
+            "psi_bound": _PSI_BOUND,
+            "seed": None if silo_seed is None else int(silo_seed),
+        }
+
+    def _train_on_silos(self, silos, n_groups):
+        """The server's side of a fit, whatever moves the messages.
+
+        ``silos`` is a transport: ``sizes`` (public record counts in silo
+        order), ``setup(settings)`` (each silo calibrates its own plan and
+        releases its noisy group counts; returns per silo ``report``,
+        ``epsilon`` and ``counts``), ``backend(estimator, n_classes, seed,
+        device)`` and ``exchange(backend, config, priors)`` (a callable
+        ``(step, broadcast) -> SiloMessages``).
+        """
+        n_classes = len(self.classes_)
+        sizes = np.asarray(silos.sizes, dtype=np.int64)
+        self.silo_sizes_ = sizes
+        n_strata = n_classes if self.fairness == "equalized_odds" else 1
         rates, batches, rounds = self._sampling(sizes)
-        generator, seed, device = self._make_generator()
-        generators = silo_generators(seed, self.n_silos_, device, secure=self.secure_rng)
-        cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
+        _, seed, device = self._make_generator()
+        silo_seed = None if (self.random_state is None or self.secure_rng) else seed
 
         start = time.perf_counter()
-        plan = self._release_plan(rounds, rates)
-        reports = self._silo_reports(plan, sizes)
-        priors = self._priors(cells_t, sizes, n_strata, n_groups, n_classes, reports, generators)
+        settings = self._silo_settings(rounds, rates, self.n_features_in_, silo_seed)
+        expected = self._silo_reports(settings, sizes)
+        replies = silos.setup(settings)
+        reports = self._check_silo_reports(settings, sizes, expected, replies)
+        if self._private_priors():
+            counts = np.stack([np.asarray(r["counts"], dtype=np.float64) for r in replies])
+            floor = 1.0 if self.epsilon is not None else 1e-12
+            priors = priors_from_counts(counts, n_strata, n_groups, floor=floor)
+        else:
+            priors = self._public_priors(n_strata, n_groups, n_classes)
         self.group_priors_ = priors
         self.w_radius_ = (
             default_w_radius(priors, n_classes) if self.w_radius == "auto" else float(self.w_radius)
@@ -455,9 +669,10 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.w_clip_ = w_gradient_clip(priors)
         w_scale = _w_scale(self.privacy_unit, priors, self.w_clip_)
         if self.noise_calibration == "paper" and self.epsilon is not None:
+            plan = fermi_release_plan(settings)
             reports = self._paper_reports(plan, reports, sizes, rounds, batches, priors, w_scale)
         calibration_time = time.perf_counter() - start
-        self._store_silo_reports(reports)
+        self._store_silo_reports(reports, [r["epsilon"] for r in replies])
         noise = FermiNoise()
         if self.epsilon is not None:
             noise = FermiNoise(
@@ -465,12 +680,8 @@ class DPFERMIClassifier(BaseDPClassifier):
                 w=tuple(r.scale("w") * w_scale for r in reports),
                 monitor=tuple(r.scale("monitor") for r in reports),
             )
-
-        X_t = self._to_tensor(X, device)
-        onehot = torch.nn.functional.one_hot(
-            torch.as_tensor(y_codes, device=device), n_classes
-        ).to(X_t.dtype)
-        backend = self._make_backend(X_t, n_classes, seed)
+        backend = silos.backend(self, n_classes, seed, device)
+        dtype = backend.parameters[0].dtype
         config = FermiConfig(
             n_rounds=rounds, silo_sizes=tuple(int(s) for s in sizes),
             sampling_rates=tuple(rates), lam=float(self.lam),
@@ -482,10 +693,11 @@ class DPFERMIClassifier(BaseDPClassifier):
             averaging=self.averaging if self.return_iterate == "average" else 0.0,
             loss_bound=_LOSS_BOUND, psi_bound=_PSI_BOUND, verbose=self.verbose,
         )
-        priors_t = torch.as_tensor(priors, dtype=X_t.dtype, device=device)
+        priors_t = torch.as_tensor(priors, dtype=dtype, device=device)
         start = time.perf_counter()
         with self._training_threads(device):
-            history = train_fermi(backend, onehot, cells_t, priors_t, config, generators)
+            exchange = silos.exchange(backend, config, priors)
+            history = run_rounds(backend, priors_t, n_classes, config, exchange)
         W = history.pop("W").cpu().numpy().astype(np.float64)
         self.W_ = W[0] if n_strata == 1 and self.fairness != "equalized_odds" else W
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
@@ -623,65 +835,55 @@ class DPFERMIClassifier(BaseDPClassifier):
         return rates, batches, rounds
 
     # ------------------------------------------------------------ privacy
-    def _release_plan(self, rounds, rates):
-        """Per round on each silo's batch: the clipped model-gradient sum,
-        the scaled clipped W-gradient sum and the monitoring sum, one joint
-        mechanism; once before training (``group_priors="private"``), the
-        noisy group counts."""
-        sensitivities, neighboring = _release_sensitivities(self.privacy_unit, self.max_grad_norm)
-        if isinstance(self.batch_size, Integral) and self.sample_rate is None:
-            batch = {"batch_size": float(self.batch_size)}  # rate b / n_j in each silo
-        else:
-            batch = {"sampling_rate": float(rates[0])}
-        releases = [
-            Release("theta", sensitivity=sensitivities["theta"], share=_THETA_SHARE),
-            Release("w", sensitivity=sensitivities["w"], share=_W_SHARE),
-            Release("monitor", sensitivity=sensitivities["monitor"], share=_MONITOR_SHARE),
-        ]
-        initial = []
-        if self._private_priors():
-            initial.append(InitialRelease(
-                "group_counts", sensitivity=sensitivities["group_counts"],
-                budget_share=_PRIOR_SHARE,
-            ))
-        return ReleasePlan(
-            BatchReleases(releases, steps=rounds, **batch), initial=initial,
-            neighboring=neighboring, accountant=self.accountant,
-        )
-
     def _private_priors(self):
         return isinstance(self.group_priors, str) and self.group_priors == "private"
 
-    def _silo_reports(self, plan, sizes):
-        """Each silo's report: ``plan.calibrate_silos`` once per distinct
-        silo size (non-private reports when ``epsilon=None``)."""
-        if self.epsilon is None:
-            return [replace(plan, n_records=int(n)).non_private(self.delta) for n in sizes]
-        # one calibration per distinct sampling rate (silos sharing a rate
-        # share the event)
+    def _silo_reports(self, settings, sizes):
+        """The report each silo should compute for itself
+        (:func:`silo_privacy_report`), once per distinct sampling rate."""
+        if settings["epsilon"] is None:
+            return [silo_privacy_report(settings, int(n)) for n in sizes]
+        plan = fermi_release_plan(settings)
         rate_of = {int(n): plan.batches[0].rate(int(n)) for n in sizes}
         unique = {rate: n for n, rate in rate_of.items()}
         try:
-            calibrated = plan.calibrate_silos(self.epsilon, self.delta, list(unique.values()))
+            found = {rate: silo_privacy_report(settings, n) for rate, n in unique.items()}
         except PrivacyBudgetError as exc:
             raise PrivacyBudgetError(
-                f"epsilon={self.epsilon} cannot pay for {plan.batches[0].steps} rounds on the "
+                f"epsilon={self.epsilon} cannot pay for {settings['rounds']} rounds on the "
                 f"smallest silo ({int(sizes.min())} records): {exc} Raise epsilon, lower "
                 "max_epochs/max_steps, or merge small silos."
             ) from exc
-        found = dict(zip(unique, calibrated))
         return [found[rate_of[int(n)]] for n in sizes]
 
-    def _priors(self, cells_t, sizes, n_strata, n_groups, n_classes, reports, generators):
-        """Public priors, exact ones (non-private fits), or the server's
-        estimate from the silos' counts, noised with the plan's
-        ``"group_counts"`` scale."""
-        if not self._private_priors():
-            return self._public_priors(n_strata, n_groups, n_classes)
-        std = reports[0].scale("group_counts")  # equal for every silo
-        counts = silo_group_counts(cells_t, sizes, n_strata * n_groups, std, generators)
-        floor = 1.0 if std is not None else 1e-12
-        return priors_from_counts(counts.cpu().numpy(), n_strata, n_groups, floor=floor)
+    def _check_silo_reports(self, settings, sizes, expected, replies):
+        """Reports of the noise each silo says it adds: the expected report
+        when the silo's noise scales are the expected ones, else the
+        accountant's report of the silo's scales (a silo may add more)."""
+        reports = []
+        for label, size, report, reply in zip(self.silos_, sizes, expected, replies):
+            if reply.get("report") is not None:  # in process: the very report
+                reports.append(reply["report"])
+                continue
+            noise = reply["noise"]
+            if settings["epsilon"] is None or all(
+                noise.get(name) is not None
+                and math.isclose(noise[name], report.scale(name), rel_tol=1e-12)
+                for name in report.noise
+            ):
+                reports.append(report)
+                continue
+            missing = [name for name in report.noise if noise.get(name) is None]
+            if missing:
+                raise ValueError(
+                    f"silo {label!r} reported no noise for {missing}: it would release "
+                    "them without privacy; check the silo's skdp version."
+                )
+            account = fermi_release_plan(settings, int(size)).account(
+                noise, float(settings["delta"])
+            )
+            reports.append(account)
+        return reports
 
     def _public_priors(self, n_strata, n_groups, n_classes):
         priors = self.group_priors
@@ -770,9 +972,13 @@ class DPFERMIClassifier(BaseDPClassifier):
             paper.append(replace(plan, n_records=int(size)).account(noise, self.delta))
         return paper
 
-    def _store_silo_reports(self, reports):
+    def _store_silo_reports(self, reports, epsilons=None):
+        """``silo_epsilons_`` are the silos' own figures (``epsilons``), the
+        reports the server's replay of their calibration."""
         self.silo_privacy_reports_ = list(reports)
-        self.silo_epsilons_ = np.array([r.epsilon for r in reports], dtype=np.float64)
+        if epsilons is None:
+            epsilons = [r.epsilon for r in reports]
+        self.silo_epsilons_ = np.array(epsilons, dtype=np.float64)
         self.silo_dp_events_ = [r.dp_event for r in reports]
         self._store_privacy_report(silo_summary(reports))
 

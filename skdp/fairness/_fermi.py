@@ -19,15 +19,16 @@ estimator's release plan.
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
 from .._training import TailAverage, make_optimizer
-from ..models._backends import LinearBackend
-from ..privacy import NoiseStream, PoissonSampler, SecureGenerator, clip_factors, gaussian_noise
+from ..models._backends import LinearBackend, ModuleBackend
+from ..privacy import PoissonSampler, SecureGenerator, clip_factors, gaussian_noise
+from ..privacy._random import normal_
 from ._ermi import project_frobenius, w_gradient_from_sums
 
 PRIVACY_UNITS = ("record", "sensitive_attribute")
@@ -221,34 +222,101 @@ class SiloContext:
 
 
 # ------------------------------------------------------------ randomness
-def silo_generators(seed, n_silos, device, secure=False):
-    """One generator per silo.
+#: Round index of a silo's one-off release of noisy group counts.
+PRIORS_ROUND = -1
 
-    With ``secure=True`` each silo gets its own
-    :class:`~skdp.privacy.SecureGenerator` (the OS CSPRNG, unpredictable);
-    otherwise a torch generator seeded from ``(seed, silo)`` through numpy's
-    ``SeedSequence(seed).spawn``.
+
+class SiloRandomness:
+    """One silo's source of sampling and noise, round by round.
+
+    Seeded (``seed`` an int): round ``r`` of silo ``j`` draws from a torch
+    generator seeded from ``(seed, j, r)`` through numpy's ``SeedSequence``,
+    so a silo needs no state between rounds and every engine (in process,
+    Flower simulation, Flower deployment) draws the same batches and noise.
+    ``seed=None``: every round draws from the operating system's CSPRNG
+    (:class:`~skdp.privacy.SecureGenerator`); nothing can replay it, not even
+    the server.
+
+    Parameters
+    ----------
+    seed : int or None
+    silo : int
+        Index of the silo (its ``partition-id`` in a Flower federation).
+    device : str or torch.device, default="cpu"
 
     Examples
     --------
-    >>> from skdp.fairness._fermi import silo_generators
-    >>> a, b = silo_generators(0, 2, "cpu")
-    >>> a.initial_seed() != b.initial_seed()
+    >>> from skdp.fairness._fermi import SiloRandomness
+    >>> import torch
+    >>> def draw(silo, round_index):
+    ...     return torch.empty(2).normal_(generator=SiloRandomness(0, silo).at(round_index))
+    >>> bool((draw(0, 3) == draw(0, 3)).all()), bool((draw(0, 3) == draw(1, 3)).any())
+    (True, False)
+    >>> SiloRandomness(None, 0).secure
     True
     """
-    device = torch.device(device)
-    if secure:
-        return [SecureGenerator(device) for _ in range(n_silos)]
-    generators = []
-    for child in np.random.SeedSequence(int(seed)).spawn(int(n_silos)):
-        gen = torch.Generator(device=device)
-        gen.manual_seed(int(child.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
-        generators.append(gen)
-    return generators
+
+    def __init__(self, seed, silo, device="cpu"):
+        self.seed = None if seed is None else int(seed)
+        self.silo = int(silo)
+        self.device = torch.device(device)
+        self._secure = SecureGenerator(self.device) if self.seed is None else None
+        self._generator = None
+
+    @property
+    def secure(self):
+        return self.seed is None
+
+    def at(self, round_index):
+        """The generator of round ``round_index`` (``PRIORS_ROUND`` for the
+        group counts released before training)."""
+        if self._secure is not None:
+            return self._secure
+        state = np.random.SeedSequence(
+            [self.seed, self.silo, int(round_index) + 1]
+        ).generate_state(1, dtype=np.uint64)[0]
+        if self._generator is None:
+            self._generator = torch.Generator(device=self.device)
+        # a fresh state each round: the generator object is reused, its
+        # stream is not
+        self._generator.manual_seed(int(state >> np.uint64(1)))
+        return self._generator
+
+
+def silo_randomness(seed, n_silos, device="cpu"):
+    """:class:`SiloRandomness` of silos ``0 .. n_silos - 1``."""
+    return [SiloRandomness(seed, j, device) for j in range(int(n_silos))]
+
+
+def _poisson_step(sampler):
+    """One Poisson batch of ``sampler``: the rows of ``sampler._chunk(1)[0]``
+    from the same draws (cumulative geometric gaps), with fewer tensor
+    operations for a single step."""
+    n, q = sampler.n_samples, sampler.sampling_rate
+    mean = n * q
+    width = int(mean + 6.0 * math.sqrt(mean * (1.0 - q)) + 16)
+    device = sampler.generator.device
+    positions = sampler._geometric_gaps(1, width, device)[0].cumsum_(0)
+    while float(positions[-1]) <= n:
+        more = sampler._geometric_gaps(1, width, device)[0].cumsum_(0)
+        positions = torch.cat([positions, more.add_(positions[-1])])
+    count = int(torch.searchsorted(positions, float(n), right=True))
+    return positions[:count].long().sub_(1)
+
+
+def silo_round_draws(generator, n_records, sampling_rate, noise_size, dtype):
+    """One silo's draws for one round, in a fixed order: its Poisson batch
+    (sorted row indices), then a standard normal noise row of length
+    ``noise_size`` (None when ``noise_size`` is 0: non-private)."""
+    idx = _poisson_step(PoissonSampler(n_records, sampling_rate, generator))
+    if not noise_size:
+        return idx, None
+    row = torch.empty(int(noise_size), dtype=dtype, device=generator.device)
+    return idx, normal_(row, generator)
 
 
 # ------------------------------------------------------------------ priors
-def silo_group_counts(cells, silo_sizes, n_cells, noise_std, generators):
+def silo_group_counts(cells, silo_sizes, n_cells, noise_std, randomness):
     """Each silo's histogram of records per cell, plus its own Gaussian noise.
 
     Parameters
@@ -260,16 +328,18 @@ def silo_group_counts(cells, silo_sizes, n_cells, noise_std, generators):
     n_cells : int
     noise_std : float or None
         Standard deviation of the noise on each count (None: exact).
-    generators : list of generators, one per silo
+    randomness : list of SiloRandomness, one per silo
+        Each silo draws its noise from its generator at ``PRIORS_ROUND``.
 
     Returns
     -------
     tensor of shape (n_silos, n_cells)
     """
     rows = []
-    for block, gen in zip(cells.split(list(silo_sizes)), generators):
+    for block, rng in zip(cells.split(list(silo_sizes)), randomness):
         counts = torch.bincount(block, minlength=n_cells + 1)[:n_cells].to(torch.float64)
         if noise_std is not None:
+            gen = rng.at(PRIORS_ROUND)
             counts = counts + gaussian_noise(counts, noise_std, gen).to(counts.device)
         rows.append(counts)
     return torch.stack(rows)
@@ -583,22 +653,109 @@ def server_step(server, messages, step):
 
 
 # ------------------------------------------------------------------ the loop
-@torch.no_grad()
-def train_fermi(backend, onehot, cells, priors, config, generators):
-    """Run DP-FERMI (``N`` silos, in process) and return its history.
+class InProcessSilos:
+    """All silos in this process: each round, each silo draws its batch and
+    noise from its own :class:`SiloRandomness` at that round and computes
+    its messages with :func:`silo_step` on its own rows, exactly as a remote
+    silo does (so in-process and federated fits give identical models).
 
     Parameters
     ----------
     backend : LinearBackend or ModuleBackend
-        Model on all rows, silos in contiguous blocks (``config.silo_sizes``).
+        The server's model (shared: the silos read the parameters the server
+        has just updated) on all rows, silos in contiguous blocks.
     onehot : tensor of shape (n, l)
     cells : long tensor of shape (n,)
-        ERMI cell of each row.
+    n_cells : int
+    config : FermiConfig
+    randomness : list of SiloRandomness, one per silo
+    """
+
+    def __init__(self, backend, onehot, cells, n_cells, config, randomness):
+        self.backend = backend
+        self.config = config
+        self.randomness = randomness
+        self.dtype = onehot.dtype
+        n_parts = len(backend.parameters)
+        if config.n_silos == 1:
+            self.silos = [(backend, SiloData.build(backend, onehot, cells, n_cells), config)]
+        else:
+            self.silos = []
+            bounds = np.concatenate([[0], np.cumsum(config.silo_sizes)]).tolist()
+            for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+                local = _share_parameters(backend, a, b)
+                one = _silo_config(config, j)
+                self.silos.append((local, SiloData.build(local, onehot[a:b], cells[a:b], n_cells),
+                                   one))
+        self.contexts = [SiloContext(c, n_parts, self.dtype, onehot.device)
+                         for _, _, c in self.silos]
+        self.noise_size = None
+
+    def __call__(self, step, broadcast):
+        config = self.config
+        if self.noise_size is None:
+            self.noise_size = (
+                message_size(self.backend.parameters, broadcast.W) if config.noise.private else 0
+            )
+        messages = []
+        for (local, data, one), context, rng in zip(self.silos, self.contexts, self.randomness):
+            idx, row = silo_round_draws(rng.at(step), one.silo_sizes[0], one.sampling_rates[0],
+                                        self.noise_size, self.dtype)
+            messages.append(silo_step(local, idx, None, data, broadcast, one, context,
+                                      None if row is None else row[None]))
+        if len(messages) == 1:
+            return messages[0]
+        return SiloMessages(
+            theta=[torch.cat(parts) for parts in zip(*(m.theta for m in messages))],
+            w=torch.cat([m.w for m in messages]),
+            monitor=torch.cat([m.monitor for m in messages]),
+        )
+
+
+def _silo_config(config, j):
+    """The config silo ``j`` computes with: its own size, rate and noise."""
+    noise = config.noise
+    if noise.private:
+        noise = FermiNoise(theta=(noise.theta[j],), w=(noise.w[j],), monitor=(noise.monitor[j],))
+    return replace(config, silo_sizes=(config.silo_sizes[j],),
+                   sampling_rates=(config.sampling_rates[j],), noise=noise)
+
+
+def _share_parameters(backend, start, stop):
+    """A backend on rows ``start:stop`` whose parameters are ``backend``'s
+    own tensors (the server's updates are seen at once)."""
+    if isinstance(backend, LinearBackend):
+        local = LinearBackend.__new__(LinearBackend)
+        local._rows = backend._rows[start:stop]
+        local._sq_norms = backend._sq_norms[start:stop]
+        local.weights = backend.weights
+        local.parameters = backend.parameters
+        return local
+    local = ModuleBackend.__new__(ModuleBackend)
+    local.inputs = backend.inputs[start:stop]
+    local.module = backend.module
+    local.parameters = backend.parameters
+    local._names = backend._names
+    return local
+
+
+@torch.no_grad()
+def run_rounds(backend, priors, n_classes, config, exchange):
+    """The server's loop: ``n_rounds`` times, get the silos' messages from
+    ``exchange`` and apply :func:`server_step`.
+
+    Parameters
+    ----------
+    backend : LinearBackend or ModuleBackend
+        The model, updated in place (its rows, if any, are not used here).
     priors : tensor of shape (M, k)
         Released (or public) group priors per stratum.
+    n_classes : int
     config : FermiConfig
-    generators : list of generators, one per silo
-        Each silo's sampling and noise.
+    exchange : callable ``(step, broadcast) -> SiloMessages``
+        Moves the model (``backend.parameters``) and ``broadcast`` to the
+        silos and returns their messages, stacked in silo order: an
+        :class:`InProcessSilos`, or a federated engine.
 
     Returns
     -------
@@ -608,47 +765,20 @@ def train_fermi(backend, onehot, cells, priors, config, generators):
         (Frobenius norm of W, post-processing) and ``"learning_rate"``; plus
         ``"W"``, the final dual tensor.
     """
-    n, n_classes = onehot.shape
-    dtype, device = onehot.dtype, onehot.device
-    n_silos, n_rounds = config.n_silos, config.n_rounds
+    params = backend.parameters
+    dtype, device = params[0].dtype, params[0].device
+    n_rounds = config.n_rounds
     n_strata, n_groups = priors.shape
     W = torch.zeros((n_strata, n_groups, n_classes), dtype=dtype, device=device)
     broadcast = Broadcast(W, priors.to(dtype).rsqrt()).refresh()
-    data = SiloData.build(backend, onehot, cells, n_strata * n_groups)
-    context = SiloContext(config, len(backend.parameters), dtype, device)
     server = FermiServer(backend, broadcast, config)
-    average = TailAverage(backend.parameters, n_rounds, config.averaging)
-    offsets = np.concatenate([[0], np.cumsum(config.silo_sizes)[:-1]]).tolist()
-    silo_of = torch.repeat_interleave(
-        torch.arange(n_silos, device=device),
-        torch.tensor(config.silo_sizes, device=device),
-    )
-    samplers = [
-        PoissonSampler(size, rate, gen).batches(n_rounds)
-        for size, rate, gen in zip(config.silo_sizes, config.sampling_rates, generators)
-    ]
-    streams = None
-    if config.noise.private:
-        size = message_size(backend.parameters, W)
-        streams = [NoiseStream(size, gen, dtype=dtype) for gen in generators]
+    average = TailAverage(params, n_rounds, config.averaging)
     bounds = torch.tensor([config.loss_bound, config.psi_bound, 1.0], dtype=dtype, device=device)
     monitors, w_norms, rates = [], [], []
     report_every = max(1, n_rounds // 10)
     start = time.perf_counter()
     for step in range(n_rounds):
-        parts = [next(s) for s in samplers]
-        if n_silos == 1:
-            idx, batch_silo, segments = parts[0], None, None
-        else:
-            idx = torch.cat([p + off for p, off in zip(parts, offsets)])
-            batch_silo = silo_of.index_select(0, idx)
-            segments = [p.numel() for p in parts]
-        noise_rows = None
-        if streams is not None:
-            noise_rows = torch.stack([s.next() for s in streams])
-        messages = silo_step(
-            backend, idx, batch_silo, data, broadcast, config, context, noise_rows, segments
-        )
+        messages = exchange(step, broadcast)
         monitors.append(server_step(server, messages, step))
         w_norms.append(broadcast.W.norm())
         rates.append(server.learning_rate(step))
@@ -670,3 +800,26 @@ def train_fermi(backend, onehot, cells, priors, config, generators):
         "learning_rate": torch.tensor(rates, dtype=dtype),
         "W": broadcast.W.clone(),
     }
+
+
+def train_fermi(backend, onehot, cells, priors, config, randomness):
+    """Run DP-FERMI with ``N`` silos in process and return its history.
+
+    Parameters
+    ----------
+    backend : LinearBackend or ModuleBackend
+        Model on all rows, silos in contiguous blocks (``config.silo_sizes``).
+    onehot : tensor of shape (n, l)
+    cells : long tensor of shape (n,)
+        ERMI cell of each row.
+    priors : tensor of shape (M, k)
+    config : FermiConfig
+    randomness : list of SiloRandomness, one per silo
+
+    Returns
+    -------
+    dict
+        See :func:`run_rounds`.
+    """
+    exchange = InProcessSilos(backend, onehot, cells, priors.numel(), config, randomness)
+    return run_rounds(backend, priors, onehot.shape[1], config, exchange)

@@ -1,0 +1,360 @@
+"""One silo's side of federated DP-FERMI, independent of any engine.
+
+A :class:`FermiSilo` holds one silo's records and its own privacy policy,
+and answers three requests: ``hello`` (its public record count),
+``setup`` (it builds its own release plan from the public settings and its
+own record count, calibrates its own noise and releases its noisy group
+counts) and ``train`` (one round: its clipped, noised gradient sums on its
+own Poisson batch). What it has spent lives in a *ledger* (a small dict)
+that the engine keeps on the silo's side between requests -- in Flower, in
+the node's ``context.state`` -- so the silo refuses a round its budget does
+not cover, a round it has already answered, or a second setup, whatever
+the server asks. Nothing here imports Flower.
+"""
+
+import json
+import math
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from ..fairness._dp_fermi import PROTOCOL, silo_noise, silo_privacy_report
+from ..fairness._ermi import fairness_strata, record_cells
+from ..fairness._fermi import (
+    Broadcast,
+    FermiConfig,
+    SiloContext,
+    SiloData,
+    SiloRandomness,
+    message_size,
+    silo_group_counts,
+    silo_round_draws,
+    silo_step,
+)
+from ..models import make_backend, make_mlp
+
+
+class SiloRefusal(RuntimeError):
+    """A silo declines a request (budget spent, round replayed, policy)."""
+
+
+class SiloPolicy:
+    """What a silo accepts, set on the silo's side (Flower node config).
+
+    Parameters
+    ----------
+    max_epsilon : float, default=inf
+        Largest per-run epsilon the silo agrees to spend.
+    max_delta : float, default=1e-4
+    allow_seeded_noise : bool, default=False
+        Accept a seed from the server. A seeded silo's noise can be replayed
+        by whoever knows the seed, the server included: for experiments only.
+    allow_non_private : bool, default=False
+        Accept ``epsilon=None`` (no noise at all).
+    """
+
+    def __init__(self, max_epsilon=math.inf, max_delta=1e-4, allow_seeded_noise=False,
+                 allow_non_private=False):
+        self.max_epsilon = float(max_epsilon)
+        self.max_delta = float(max_delta)
+        self.allow_seeded_noise = bool(allow_seeded_noise)
+        self.allow_non_private = bool(allow_non_private)
+
+    @classmethod
+    def permissive(cls):
+        """Everything allowed: the silos of one party's own simulation."""
+        return cls(allow_seeded_noise=True, allow_non_private=True, max_delta=1.0)
+
+    @classmethod
+    def from_node_config(cls, config):
+        """From Flower node config keys ``max-epsilon``, ``max-delta``,
+        ``allow-seeded-noise`` and ``allow-non-private``."""
+        def flag(key):
+            value = config.get(key, False)
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+
+        return cls(
+            max_epsilon=float(config.get("max-epsilon", math.inf)),
+            max_delta=float(config.get("max-delta", 1e-4)),
+            allow_seeded_noise=flag("allow-seeded-noise"),
+            allow_non_private=flag("allow-non-private"),
+        )
+
+
+@contextmanager
+def _one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class FermiSilo:
+    """One silo: its records, its policy and its step.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_records, n_features)
+    y : array-like of shape (n_records,)
+        Labels (values listed in the settings' ``classes``), or codes
+        ``0 .. n_classes - 1`` with ``encoded=True``.
+    sensitive : array-like of shape (n_records,) or None
+        Groups (values listed in the settings' ``groups``), or codes with
+        ``encoded=True``; None: one group.
+    silo : int
+        Index of the silo (0 .. N-1; Flower's ``partition-id``).
+    name : str or None
+        Public label of the silo (default: its index).
+    policy : SiloPolicy or None
+        Default :class:`SiloPolicy` (strict).
+    encoded : bool, default=False
+    module : callable or None
+        ``module(n_features, n_classes)`` when the server trains a custom
+        module (simulation only); else a linear model or an MLP from the
+        settings' ``hidden_layer_sizes``.
+    device : str, default="cpu"
+    """
+
+    def __init__(self, X, y, sensitive=None, *, silo=0, name=None, policy=None, encoded=False,
+                 module=None, device="cpu"):
+        self.X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
+        self.y = np.asarray(y)
+        self.sensitive = None if sensitive is None else np.asarray(sensitive)
+        if self.X.ndim != 2 or self.y.shape != (self.X.shape[0],):
+            raise ValueError(
+                f"silo {silo}: X must be 2-d with one label per row; got X {self.X.shape}, "
+                f"y {self.y.shape}."
+            )
+        if self.sensitive is not None and self.sensitive.shape[0] != self.X.shape[0]:
+            raise ValueError(f"silo {silo}: sensitive features need one value per row.")
+        if not np.all(np.isfinite(self.X)):
+            raise ValueError(f"silo {silo}: X holds NaN or infinite values.")
+        self.silo = int(silo)
+        self.name = str(silo) if name is None else str(name)
+        self.policy = SiloPolicy() if policy is None else policy
+        self.encoded = bool(encoded)
+        self.module = module
+        self.device = torch.device(device)
+        self._cache = {}
+
+    @property
+    def n_records(self):
+        return int(self.X.shape[0])
+
+    # -------------------------------------------------------------- requests
+    def hello(self):
+        """Public facts: index, name and record count."""
+        return {"silo": self.silo, "name": self.name, "n_records": self.n_records}
+
+    def setup(self, settings, ledger):
+        """Check the settings against the policy, calibrate this silo's own
+        noise and release its noisy group counts.
+
+        Returns
+        -------
+        (reply, ledger) : dict, dict
+            ``reply``: ``epsilon``, ``delta``, ``noise`` (scale of each
+            release) and ``counts`` (noisy counts per cell, or None).
+        """
+        if ledger:
+            raise SiloRefusal(
+                f"silo {self.name!r} is already set up for this run; a second setup would "
+                "release its group counts again."
+            )
+        self._check_settings(settings)
+        report = silo_privacy_report(settings, self.n_records)
+        noise = {name: report.scale(name) for name in report.noise}
+        counts = None
+        if settings["private_priors"]:
+            cells, n_cells = self._cells(settings)
+            rng = SiloRandomness(settings["seed"], self.silo, self.device)
+            counts = silo_group_counts(cells, (self.n_records,), n_cells,
+                                       noise.get("group_counts"), [rng])[0].cpu().numpy()
+        ledger = {
+            "settings": json.dumps(settings, sort_keys=True),
+            "answered": 0,
+            "rounds": int(settings["rounds"]),
+            "epsilon": float(report.epsilon),
+            "noise": noise,
+        }
+        reply = {"epsilon": float(report.epsilon), "delta": float(report.delta),
+                 "noise": noise, "counts": counts}
+        return reply, ledger
+
+    def train(self, round_index, params, W, priors, ledger):
+        """One round: this silo's noisy, normalized sums (numpy arrays).
+
+        Parameters
+        ----------
+        round_index : int
+            Must be the next round this silo has not answered, below the
+            number of rounds its budget was calibrated for.
+        params : list of ndarray
+            The model (the server backend's parameters, in order).
+        W : ndarray of shape (M, k, l)
+        priors : ndarray of shape (M, k)
+
+        Returns
+        -------
+        (reply, ledger)
+            ``reply``: ``theta`` (list aligned with ``params``), ``w`` and
+            ``monitor``, each already divided by the expected batch.
+        """
+        if not ledger:
+            raise SiloRefusal(f"silo {self.name!r} was not set up for this run.")
+        round_index = int(round_index)
+        answered, rounds = int(ledger["answered"]), int(ledger["rounds"])
+        if round_index >= rounds or answered >= rounds:
+            raise SiloRefusal(
+                f"silo {self.name!r} refuses round {round_index}: its privacy budget covers "
+                f"{rounds} rounds and it has answered {answered}."
+            )
+        if round_index != answered:
+            raise SiloRefusal(
+                f"silo {self.name!r} refuses round {round_index}: the next round it answers is "
+                f"{answered} (each round is answered once, in order)."
+            )
+        settings = json.loads(ledger["settings"])
+        priors = np.asarray(priors, dtype=np.float64)
+        n_cells = priors.size
+        if priors.ndim != 2 or not np.all(np.isfinite(priors)) or np.any(priors <= 0):
+            raise SiloRefusal(f"silo {self.name!r}: the broadcast priors are not positive.")
+        noise, w_clip = silo_noise(settings, ledger["noise"], priors)
+        with _one_thread():
+            backend, data, dtype = self._state(settings, n_cells)
+            with torch.no_grad():
+                for p, value in zip(backend.parameters, params, strict=True):
+                    if tuple(p.shape) != tuple(np.shape(value)):
+                        raise SiloRefusal(
+                            f"silo {self.name!r}: a model parameter has shape "
+                            f"{np.shape(value)}, expected {tuple(p.shape)}."
+                        )
+                    p.copy_(torch.as_tensor(np.array(value), dtype=dtype))
+            W_t = torch.as_tensor(np.array(W), dtype=dtype, device=self.device)
+            priors_t = torch.as_tensor(priors, dtype=dtype, device=self.device)
+            broadcast = Broadcast(W_t.clone(), priors_t.rsqrt()).refresh()
+            rate = self._rate(settings)
+            config = FermiConfig(
+                n_rounds=rounds, silo_sizes=(self.n_records,), sampling_rates=(rate,),
+                lam=float(settings["lam"]), max_grad_norm=float(settings["max_grad_norm"]),
+                w_clip=w_clip, w_radius=1.0, privacy_unit=settings["privacy_unit"], noise=noise,
+                loss_bound=float(settings["loss_bound"]), psi_bound=float(settings["psi_bound"]),
+            )
+            context = SiloContext(config, len(backend.parameters), dtype, self.device)
+            size = message_size(backend.parameters, W_t) if noise.private else 0
+            rng = SiloRandomness(settings["seed"], self.silo, self.device)
+            idx, row = silo_round_draws(rng.at(round_index), self.n_records, rate, size, dtype)
+            with torch.no_grad():
+                msg = silo_step(backend, idx, None, data, broadcast, config, context,
+                                None if row is None else row[None])
+        ledger = dict(ledger, answered=round_index + 1)
+        reply = {
+            "theta": [t[0].cpu().numpy() for t in msg.theta],
+            "w": msg.w[0].cpu().numpy(),
+            "monitor": msg.monitor[0].cpu().numpy(),
+        }
+        return reply, ledger
+
+    # -------------------------------------------------------------- helpers
+    def _check_settings(self, settings):
+        where = f"silo {self.name!r}"
+        if settings.get("protocol") != PROTOCOL:
+            raise SiloRefusal(
+                f"{where} speaks {PROTOCOL!r}, the server {settings.get('protocol')!r}; install "
+                "the same skdp version on both sides."
+            )
+        policy = self.policy
+        if settings["epsilon"] is None:
+            if not policy.allow_non_private:
+                raise SiloRefusal(f"{where} refuses to train without privacy (epsilon=None).")
+        elif settings["epsilon"] > policy.max_epsilon:
+            raise SiloRefusal(
+                f"{where} refuses epsilon={settings['epsilon']}: its budget is "
+                f"max_epsilon={policy.max_epsilon}."
+            )
+        if settings["delta"] > policy.max_delta:
+            raise SiloRefusal(
+                f"{where} refuses delta={settings['delta']}: at most {policy.max_delta}."
+            )
+        if settings["seed"] is not None and not policy.allow_seeded_noise:
+            raise SiloRefusal(
+                f"{where} refuses seeded noise (the seed's holder could replay it); run with "
+                "random_state=None, or set allow-seeded-noise=true on the silo for experiments."
+            )
+        if settings["n_features"] != self.X.shape[1]:
+            raise SiloRefusal(
+                f"{where} has {self.X.shape[1]} features, the run expects "
+                f"{settings['n_features']}."
+            )
+
+    def _codes(self, settings):
+        if "codes" in self._cache:
+            return self._cache["codes"]
+        n = self.n_records
+        if self.encoded:
+            y_codes = self.y.astype(np.int64)
+            groups = np.zeros(n, np.int64) if self.sensitive is None else self.sensitive.astype(
+                np.int64)
+        else:
+            y_codes = _encode(self.y, settings["classes"], f"silo {self.name!r}: label")
+            groups = (np.zeros(n, np.int64) if self.sensitive is None or not settings["groups"]
+                      else _encode(self.sensitive, settings["groups"],
+                                   f"silo {self.name!r}: group"))
+        if y_codes.size and (y_codes.min() < 0 or y_codes.max() >= settings["n_classes"]):
+            raise SiloRefusal(f"silo {self.name!r}: labels outside the run's classes.")
+        if groups.size and (groups.min() < 0 or groups.max() >= settings["n_groups"]):
+            raise SiloRefusal(f"silo {self.name!r}: groups outside the run's groups.")
+        self._cache["codes"] = (y_codes, groups)
+        return y_codes, groups
+
+    def _cells(self, settings):
+        y_codes, groups = self._codes(settings)
+        strata, n_strata = fairness_strata(settings["fairness"], y_codes, settings["n_classes"])
+        n_cells = n_strata * settings["n_groups"]
+        cells = record_cells(groups, strata, settings["n_groups"], n_strata)
+        return torch.as_tensor(cells, dtype=torch.long, device=self.device), n_cells
+
+    def _rate(self, settings):
+        if settings.get("batch_size") is not None:
+            return float(settings["batch_size"]) / self.n_records
+        return float(settings["sampling_rate"])
+
+    def _state(self, settings, n_cells):
+        """Backend on this silo's rows and its per-record tensors (cached)."""
+        key = ("state", settings["n_classes"], tuple(settings["hidden_layer_sizes"]), n_cells)
+        if key not in self._cache:
+            X_t = torch.as_tensor(np.array(self.X, dtype=np.float32), device=self.device)
+            n_classes = settings["n_classes"]
+            module = None
+            if self.module is not None:
+                module = self.module(X_t.shape[1], n_classes)
+            elif settings["hidden_layer_sizes"]:
+                module = make_mlp(X_t.shape[1], n_classes, tuple(settings["hidden_layer_sizes"]))
+            backend = make_backend(X_t, n_classes, module)
+            y_codes, _ = self._codes(settings)
+            onehot = torch.nn.functional.one_hot(
+                torch.as_tensor(y_codes, device=self.device), n_classes
+            ).to(X_t.dtype)
+            cells, _ = self._cells(settings)
+            data = SiloData.build(backend, onehot, cells, n_cells)
+            self._cache[key] = (backend, data, X_t.dtype)
+        return self._cache[key]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_cache"] = {}
+        return state
+
+
+def _encode(values, labels, what):
+    """Codes of ``values`` in the public list ``labels`` (matched as strings)."""
+    index = {str(label): code for code, label in enumerate(labels)}
+    codes = np.fromiter((index.get(str(v), -1) for v in values), dtype=np.int64,
+                        count=len(values))
+    if np.any(codes < 0):
+        unknown = sorted({str(v) for v, c in zip(values, codes) if c < 0})[:5]
+        raise SiloRefusal(f"{what} values {unknown} are not in the run's list {list(labels)[:10]}.")
+    return codes

@@ -1,0 +1,97 @@
+"""The server's view of remote silos: requests out, replies in, in silo
+order. Engines (Flower simulation, Flower deployment, a direct in-memory
+transport for tests) only implement :meth:`SiloTransport._call`; nothing
+here imports Flower."""
+
+import numpy as np
+import torch
+
+from ..fairness._fermi import SiloMessages
+
+
+class FederatedError(RuntimeError):
+    """A federated fit stopped: a silo refused, failed or did not answer."""
+
+
+class SiloTransport:
+    """Base of the transports used by ``DPFERMIClassifier._train_on_silos``.
+
+    Subclasses implement ``_call(phase, requests, round_index)``: send
+    ``requests[j]`` (a dict) to silo ``j`` for every silo, and return the
+    replies in silo order, raising :class:`FederatedError` (naming the silo
+    and the round) when one refuses, fails or times out. ``hello`` replies
+    give the silos' public record counts and names.
+    """
+
+    def __init__(self):
+        self.hellos = []
+        self.sizes = None
+        self.names = None
+
+    def _hello(self):
+        hellos = self._call("hello", None, None)
+        self.hellos = hellos
+        self.sizes = np.array([int(h["n_records"]) for h in hellos], dtype=np.int64)
+        self.names = [str(h["name"]) for h in hellos]
+
+    def _call(self, phase, requests, round_index):
+        raise NotImplementedError
+
+    def setup(self, settings):
+        return self._call("setup", [{"settings": settings}] * len(self.sizes), None)
+
+    def backend(self, estimator, n_classes, seed, device):
+        """The server's model: no rows, only parameters."""
+        empty = torch.zeros((0, int(estimator.n_features_in_)), dtype=torch.float32,
+                            device=device)
+        return estimator._make_backend(empty, n_classes, seed)
+
+    def exchange(self, backend, config, priors):
+        priors = np.asarray(priors, dtype=np.float64)
+
+        def exchange(step, broadcast):
+            params = [p.detach().cpu().numpy() for p in backend.parameters]
+            request = {"params": params, "W": broadcast.W.detach().cpu().numpy(),
+                       "priors": priors}
+            replies = self._call("train", [request] * len(self.sizes), step)
+            like = backend.parameters[0]
+
+            def stack(arrays):
+                return torch.as_tensor(np.stack(arrays), dtype=like.dtype, device=like.device)
+
+            theta = [stack([r["theta"][i] for r in replies]) for i in range(len(params))]
+            return SiloMessages(theta=theta, w=stack([r["w"] for r in replies]),
+                                monitor=stack([r["monitor"] for r in replies]))
+
+        return exchange
+
+
+class DirectTransport(SiloTransport):
+    """:class:`~skdp.federated._silo.FermiSilo` objects called directly, each
+    with its own ledger (what Flower keeps in a node's state): the protocol
+    without a network, for tests and debugging."""
+
+    def __init__(self, silos):
+        super().__init__()
+        self.silos = list(silos)
+        self.ledgers = [{} for _ in self.silos]
+        self._hello()
+
+    def _call(self, phase, requests, round_index):
+        replies = []
+        for j, silo in enumerate(self.silos):
+            try:
+                if phase == "hello":
+                    replies.append(silo.hello())
+                elif phase == "setup":
+                    reply, self.ledgers[j] = silo.setup(requests[j]["settings"], self.ledgers[j])
+                    replies.append(reply)
+                else:
+                    r = requests[j]
+                    reply, self.ledgers[j] = silo.train(round_index, r["params"], r["W"],
+                                                        r["priors"], self.ledgers[j])
+                    replies.append(reply)
+            except Exception as exc:
+                where = "setup" if round_index is None else f"round {round_index}"
+                raise FederatedError(f"silo {silo.name!r} failed at {where}: {exc}") from exc
+        return replies

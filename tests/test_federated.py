@@ -1,0 +1,216 @@
+"""Federated DP-FERMI (skdp.federated): the silo protocol, silo-side budgets,
+and the same fit in process, in Flower's simulation and in a localhost Flower
+deployment. The Flower tests skip when flwr is not installed."""
+
+import importlib.util
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from skdp import DPFERMIClassifier
+from skdp.datasets import make_fair_classification
+from skdp.fairness._fermi import SiloRandomness
+from skdp.federated import (
+    DirectTransport,
+    FederatedError,
+    FermiSilo,
+    SiloPolicy,
+    SiloRefusal,
+    fit_federated,
+)
+
+HAS_FLOWER = importlib.util.find_spec("flwr") is not None
+needs_flower = pytest.mark.skipif(not HAS_FLOWER, reason="needs flwr (pip install skdp[federated])")
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+
+
+def _silos_data(n=32_000, n_silos=3, seed=0):
+    """Adult-sized synthetic data in ``n_silos`` silos of unequal size."""
+    X, y, g = make_fair_classification(n_samples=n, n_features=8, label_group_correlation=0.6,
+                                       random_state=seed)
+    silo = np.repeat(np.arange(n_silos), np.diff(np.linspace(0, n, n_silos + 1).astype(int)))
+    silo = np.random.default_rng(seed).permutation(silo)
+    return X, y, g, silo
+
+
+def _direct(X, y, g, silo, policy=None, **kw):
+    objs = [FermiSilo(X[silo == j], y[silo == j], g[silo == j], silo=j, name=str(j),
+                      policy=policy or SiloPolicy.permissive(), **kw)
+            for j in np.unique(silo)]
+    return DirectTransport(objs)
+
+
+# ------------------------------------------------------------ without Flower
+def test_silo_protocol_gives_the_in_process_fit_exactly():
+    X, y, g, silo = _silos_data(n=6000)
+    for kw in (dict(lam=2.0, max_steps=6, random_state=3),
+               dict(lam=1.0, max_steps=4, random_state=1, batch_size=400,
+                    hidden_layer_sizes=(4,), fairness="equalized_odds")):
+        local = DPFERMIClassifier(**kw).fit(X, y, sensitive_features=g, silo_ids=silo)
+        remote = fit_federated(DPFERMIClassifier(**kw), _direct(X, y, g, silo),
+                               classes=local.classes_, groups=local.groups_,
+                               n_features=X.shape[1])
+        for name in ("W_", "group_priors_", "silo_epsilons_", "silo_sizes_"):
+            np.testing.assert_array_equal(getattr(local, name), getattr(remote, name))
+        if local.module_state_ is None:
+            np.testing.assert_array_equal(local.coef_, remote.coef_)
+        else:
+            for key, value in local.module_state_.items():
+                np.testing.assert_array_equal(value, remote.module_state_[key])
+        np.testing.assert_array_equal(local.history_["loss"], remote.history_["loss"])
+        assert remote.epsilon_ == local.epsilon_ <= 1.0
+        np.testing.assert_array_equal(local.predict(X), remote.predict(X))
+
+
+def test_silo_keeps_its_budget_whatever_the_server_asks():
+    X, y, g, silo = _silos_data(n=3000)
+    transport = _direct(X, y, g, silo)
+    clf = fit_federated(DPFERMIClassifier(lam=1.0, max_steps=3, random_state=0), transport,
+                        classes=[0, 1], groups=[0, 1], n_features=X.shape[1])
+    one, ledger = transport.silos[0], transport.ledgers[0]
+    assert ledger["answered"] == ledger["rounds"] == clf.n_steps_ == 3
+    params = [np.zeros((2, X.shape[1] + 1), np.float32)]
+    W, priors = np.zeros((1, 2, 2), np.float32), clf.group_priors_
+    with pytest.raises(SiloRefusal, match="budget covers 3 rounds"):
+        one.train(3, params, W, priors, ledger)  # one round too many
+    with pytest.raises(SiloRefusal, match="budget covers 3 rounds"):
+        one.train(1, params, W, priors, ledger)  # a replay
+    with pytest.raises(SiloRefusal, match="already set up"):
+        one.setup(json_settings(ledger), ledger)  # a second release of its counts
+    fresh = {}
+    _, fresh = one.setup(json_settings(ledger), fresh)
+    with pytest.raises(SiloRefusal, match="next round it answers is 0"):
+        one.train(1, params, W, priors, fresh)  # rounds in order, each once
+    # the server's fit stops with the silo's reason
+    with pytest.raises(FederatedError, match="silo '0' failed at round 3"):
+        transport._call("train", [{"params": params, "W": W, "priors": priors}] * 3, 3)
+
+
+def json_settings(ledger):
+    import json
+
+    return json.loads(ledger["settings"])
+
+
+def test_silo_policy_refuses_seeds_large_budgets_and_no_noise():
+    X, y, g, silo = _silos_data(n=3000)
+    strict = SiloPolicy(max_epsilon=2.0, max_delta=1e-5)
+    cases = [
+        (dict(random_state=0), "refuses seeded noise"),
+        (dict(epsilon=3.0), "refuses epsilon=3.0"),
+        (dict(epsilon=None), "without privacy"),
+        (dict(delta=1e-4), "refuses delta"),
+    ]
+    for params, match in cases:
+        with pytest.raises(FederatedError, match=match):
+            fit_federated(DPFERMIClassifier(max_steps=2, **params),
+                          _direct(X, y, g, silo, policy=strict), classes=[0, 1], groups=[0, 1],
+                          n_features=X.shape[1])
+    clf = fit_federated(DPFERMIClassifier(max_steps=2), _direct(X, y, g, silo, policy=strict),
+                        classes=[0, 1], groups=[0, 1], n_features=X.shape[1])
+    assert np.all(clf.silo_epsilons_ <= 1.0)
+
+
+def test_secure_silos_draw_unpredictable_noise_and_seeded_silos_are_stateless():
+    from skdp.privacy._random import normal_
+
+    secure = SiloRandomness(None, 0)
+    x, z = normal_(torch.empty(64), secure.at(5)), normal_(torch.empty(64), secure.at(5))
+    assert not torch.equal(x, z)  # nothing replays a secure silo's round
+    first = normal_(torch.empty(8), SiloRandomness(7, 2).at(4))
+    again = normal_(torch.empty(8), SiloRandomness(7, 2).at(4))  # a fresh process
+    other = normal_(torch.empty(8), SiloRandomness(7, 1).at(4))
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    X, y, g, silo = _silos_data(n=3000)
+    fits = [DPFERMIClassifier(max_steps=3).fit(X, y, sensitive_features=g, silo_ids=silo)
+            for _ in range(2)]
+    assert not np.array_equal(fits[0].coef_, fits[1].coef_)
+
+
+def test_flower_is_imported_lazily():
+    import subprocess
+    import sys
+
+    code = ("import sys, skdp, skdp.federated; from skdp import DPFERMIClassifier; "
+            "assert 'flwr' not in sys.modules, 'flwr imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_engine_errors():
+    X, y, g, silo = _silos_data(n=2000)
+    with pytest.raises(ValueError, match="noise_calibration='accountant'"):
+        DPFERMIClassifier(engine="flower-simulation", noise_calibration="paper").fit(
+            X, y, sensitive_features=g, silo_ids=silo)
+    if not HAS_FLOWER:
+        with pytest.raises(ImportError, match=r"skdp\[federated\]"):
+            DPFERMIClassifier(engine="flower-simulation", max_steps=1).fit(
+                X, y, sensitive_features=g, silo_ids=silo)
+
+
+# --------------------------------------------------------------- with Flower
+class _FakeGrid:
+    def __init__(self, node_lists):
+        self.node_lists = list(node_lists)
+
+    def get_node_ids(self):
+        return self.node_lists.pop(0) if len(self.node_lists) > 1 else self.node_lists[0]
+
+
+@needs_flower
+def test_empty_node_list_is_waited_for_then_times_out():
+    from skdp.federated._flower import FlowerTransport
+
+    transport = FlowerTransport.__new__(FlowerTransport)
+    transport.grid, transport.n_silos = _FakeGrid([[], [], [5, 3], [5, 3, 9]]), 3
+    assert transport._wait_for_nodes(5.0) == [3, 5, 9]
+    transport.grid = _FakeGrid([[]])
+    start = time.monotonic()
+    with pytest.raises(FederatedError, match="only 0 of 3 silo nodes connected within 0.3 s"):
+        transport._wait_for_nodes(0.3)
+    assert time.monotonic() - start < 5
+
+
+@needs_flower
+def test_same_fit_in_process_in_flower_simulation_and_in_a_flower_deployment():
+    from skdp.federated import LocalFederation
+
+    X, y, g, silo = _silos_data()
+    kw = dict(lam=2.0, max_steps=3, random_state=11)
+    local = DPFERMIClassifier(**kw).fit(X, y, sensitive_features=g, silo_ids=silo)
+    simulated = DPFERMIClassifier(engine="flower-simulation", **kw).fit(
+        X, y, sensitive_features=g, silo_ids=silo)
+    data = [(X[silo == j], y[silo == j], g[silo == j]) for j in range(3)]
+    with LocalFederation(data) as federation:
+        deployed = federation.fit(DPFERMIClassifier(**kw), classes=[0, 1], groups=[0, 1],
+                                  n_features=X.shape[1])
+        # a SuperNode that dies mid-training: a clear error, no fitted model
+        long = DPFERMIClassifier(lam=2.0, max_steps=500, random_state=11)
+        log = federation.workdir / "supernode1.log"
+        seen = log.read_text(errors="replace").count("Receiving")
+
+        def kill_after_two_rounds():  # hello, setup, rounds 0 and 1
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if log.read_text(errors="replace").count("Receiving") >= seen + 4:
+                    federation.kill_silo(1)
+                    return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_after_two_rounds)
+        killer.start()
+        with pytest.raises(FederatedError, match=r"silo '1' .*did not answer round \d+"):
+            federation.fit(long, classes=[0, 1], groups=[0, 1], n_features=X.shape[1],
+                           round_timeout=8.0)
+        killer.join()
+    for fitted in (simulated, deployed):
+        np.testing.assert_array_equal(fitted.coef_, local.coef_)
+        np.testing.assert_array_equal(fitted.intercept_, local.intercept_)
+        np.testing.assert_array_equal(fitted.silo_epsilons_, local.silo_epsilons_)
+        np.testing.assert_array_equal(fitted.W_, local.W_)
+        assert fitted.n_steps_ == 3
+    assert deployed.silos_.tolist() == ["0", "1", "2"]
+    assert np.all(local.silo_epsilons_ <= 1.0)
