@@ -386,13 +386,13 @@ class DPFERMIClassifier(BaseDPClassifier):
     w_radius_, w_clip_ : float
         Dual radius and the per-record W-gradient clipping bound.
     n_silos_ : int
-    silos_ : ndarray of shape (n_silos_,)
+    silos_ : ndarray of shape (`n_silos_`,)
         Silo labels, in the order of the per-silo attributes.
-    silo_sizes_ : ndarray of shape (n_silos_,)
+    silo_sizes_ : ndarray of shape (`n_silos_`,)
         Records per silo. Treated as public: silos are institutions that
         publish their sizes; the sampling rates and the server's weights
         depend on them.
-    silo_epsilons_ : ndarray of shape (n_silos_,)
+    silo_epsilons_ : ndarray of shape (`n_silos_`,)
         Each silo's epsilon as the silo reported it: every silo calibrates
         its own release plan for its own record count (in process the same
         calculation runs here); inf when ``epsilon=None``.
@@ -415,7 +415,7 @@ class DPFERMIClassifier(BaseDPClassifier):
     noise_calibration_ : str
     n_steps_ : int
         Rounds run.
-    sampling_rates_, batch_sizes_ : ndarray of shape (n_silos_,)
+    sampling_rates_, batch_sizes_ : ndarray of shape (`n_silos_`,)
         Each silo's Poisson rate and expected batch size.
     history_ : dict of ndarray
         Per round: ``"loss"`` (mean cross-entropy, clamped at 5 per record),
