@@ -50,7 +50,8 @@ def test_silo_protocol_gives_the_in_process_fit_exactly():
     for kw in (dict(lam=2.0, max_steps=6, random_state=3),
                dict(lam=1.0, max_steps=4, random_state=1, batch_size=400,
                     hidden_layer_sizes=(4,), fairness="equalized_odds")):
-        local = DPFERMIClassifier(**kw).fit(X, y, sensitive_features=g, silo_ids=silo)
+        local = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+            X, y, sensitive_features=g, silo_ids=silo)
         remote = fit_federated(DPFERMIClassifier(**kw), _direct(X, y, g, silo),
                                classes=local.classes_, groups=local.groups_,
                                n_features=X.shape[1])
@@ -64,6 +65,21 @@ def test_silo_protocol_gives_the_in_process_fit_exactly():
         np.testing.assert_array_equal(local.history_["loss"], remote.history_["loss"])
         assert remote.epsilon_ == local.epsilon_ <= 1.0
         np.testing.assert_array_equal(local.predict(X), remote.predict(X))
+
+
+def test_batched_in_process_pass_equals_per_silo_passes():
+    """The default in-process engine computes all silos in one tensor pass;
+    it equals one pass per silo (what remote silos run) up to float
+    rounding, with the same draws and the same accounting."""
+    X, y, g, silo = _silos_data(n=6000)
+    kw = dict(lam=2.0, max_steps=20, random_state=5)
+    batched = DPFERMIClassifier(**kw).fit(X, y, sensitive_features=g, silo_ids=silo)
+    per_silo = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+        X, y, sensitive_features=g, silo_ids=silo)
+    np.testing.assert_allclose(batched.coef_, per_silo.coef_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(batched.W_, per_silo.W_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(batched.silo_epsilons_, per_silo.silo_epsilons_)
+    assert batched.epsilon_ == per_silo.epsilon_
 
 
 def test_silo_keeps_its_budget_whatever_the_server_asks():
@@ -180,7 +196,8 @@ def test_same_fit_in_process_in_flower_simulation_and_in_a_flower_deployment():
 
     X, y, g, silo = _silos_data()
     kw = dict(lam=2.0, max_steps=3, random_state=11)
-    local = DPFERMIClassifier(**kw).fit(X, y, sensitive_features=g, silo_ids=silo)
+    local = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+        X, y, sensitive_features=g, silo_ids=silo)
     simulated = DPFERMIClassifier(engine="flower-simulation", **kw).fit(
         X, y, sensitive_features=g, silo_ids=silo)
     data = [(X[silo == j], y[silo == j], g[silo == j]) for j in range(3)]

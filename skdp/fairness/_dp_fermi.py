@@ -213,8 +213,9 @@ class _LocalSilos:
         return estimator._make_backend(X_t, n_classes, seed)
 
     def exchange(self, backend, config, priors):
+        batched = (self.estimator.engine_options or {}).get("batched", True)
         return InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,
-                              self.randomness)
+                              self.randomness, batched=batched)
 
 
 class DPFERMIClassifier(BaseDPClassifier):
@@ -357,6 +358,11 @@ class DPFERMIClassifier(BaseDPClassifier):
         waits for every silo, default 120), ``"node_timeout"`` (seconds to
         wait for the silos' nodes, default 120) and ``"backend_config"``
         (Flower's simulation backend settings, default one CPU per silo).
+        In process: ``"batched"`` (default True) computes all silos of a
+        round in one tensor pass, each with its own noise; False runs one
+        pass per silo, exactly as remote silos do, for results bit-identical
+        to the Flower engines (batched results equal them up to float
+        rounding).
     random_state : int, RandomState instance or None, default=None
         Seeds model initialization and each silo's sampling and noise: round
         ``r`` of silo ``j`` draws from a generator seeded from ``(seed, j,

@@ -655,9 +655,14 @@ def server_step(server, messages, step):
 # ------------------------------------------------------------------ the loop
 class InProcessSilos:
     """All silos in this process: each round, each silo draws its batch and
-    noise from its own :class:`SiloRandomness` at that round and computes
-    its messages with :func:`silo_step` on its own rows, exactly as a remote
-    silo does (so in-process and federated fits give identical models).
+    noise from its own :class:`SiloRandomness` at that round.
+
+    With ``batched=True`` (the default) the silos' messages are computed in
+    one tensor pass over their concatenated batches, each silo with its own
+    noise row; the result equals separate per-silo passes up to float
+    rounding. With ``batched=False`` each silo runs :func:`silo_step` on its
+    own rows, exactly as a remote silo does, so in-process and federated fits
+    give bit-identical models.
 
     Parameters
     ----------
@@ -669,9 +674,10 @@ class InProcessSilos:
     n_cells : int
     config : FermiConfig
     randomness : list of SiloRandomness, one per silo
+    batched : bool, default=True
     """
 
-    def __init__(self, backend, onehot, cells, n_cells, config, randomness):
+    def __init__(self, backend, onehot, cells, n_cells, config, randomness, batched=True):
         self.backend = backend
         self.config = config
         self.randomness = randomness
@@ -690,6 +696,16 @@ class InProcessSilos:
         self.contexts = [SiloContext(c, n_parts, self.dtype, onehot.device)
                          for _, _, c in self.silos]
         self.noise_size = None
+        self.batched = batched and config.n_silos > 1
+        if self.batched:
+            # all silos in one tensor pass: each still draws its batch and
+            # noise from its own generator; only the arithmetic is shared
+            sizes = torch.tensor(config.silo_sizes, device=onehot.device)
+            self.offsets = (torch.cumsum(sizes, 0) - sizes).tolist()
+            self.silo_of = torch.repeat_interleave(
+                torch.arange(config.n_silos, device=onehot.device), sizes)
+            self.all_data = SiloData.build(backend, onehot, cells, n_cells)
+            self.all_context = SiloContext(config, n_parts, self.dtype, onehot.device)
 
     def __call__(self, step, broadcast):
         config = self.config
@@ -697,10 +713,19 @@ class InProcessSilos:
             self.noise_size = (
                 message_size(self.backend.parameters, broadcast.W) if config.noise.private else 0
             )
+        draws = [
+            silo_round_draws(rng.at(step), one.silo_sizes[0], one.sampling_rates[0],
+                             self.noise_size, self.dtype)
+            for (_, _, one), rng in zip(self.silos, self.randomness)
+        ]
+        if self.batched:
+            idx = torch.cat([d[0] + offset for d, offset in zip(draws, self.offsets)])
+            rows = None if draws[0][1] is None else torch.stack([d[1] for d in draws])
+            return silo_step(self.backend, idx, self.silo_of.index_select(0, idx),
+                             self.all_data, broadcast, config, self.all_context, rows,
+                             [d[0].numel() for d in draws])
         messages = []
-        for (local, data, one), context, rng in zip(self.silos, self.contexts, self.randomness):
-            idx, row = silo_round_draws(rng.at(step), one.silo_sizes[0], one.sampling_rates[0],
-                                        self.noise_size, self.dtype)
+        for (local, data, one), context, (idx, row) in zip(self.silos, self.contexts, draws):
             messages.append(silo_step(local, idx, None, data, broadcast, one, context,
                                       None if row is None else row[None]))
         if len(messages) == 1:
