@@ -472,3 +472,21 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         check(estimator)
+
+
+def test_search_routes_groups_and_silos_without_request_calls():
+    """With routing on, fit requests sensitive_features and silo_ids by default."""
+    import sklearn
+    from sklearn.model_selection import GridSearchCV
+
+    from skdp import DPFERMIClassifier
+    from skdp.datasets import make_fair_classification
+
+    X, y, g = make_fair_classification(n_samples=1500, random_state=0)
+    silo = np.arange(1500) % 3
+    with sklearn.config_context(enable_metadata_routing=True):
+        search = GridSearchCV(DPFERMIClassifier(max_steps=3, random_state=0), {"lam": [0.5, 1.0]},
+                              cv=2, error_score="raise")
+        search.fit(X, y, sensitive_features=g, silo_ids=silo)
+    assert search.best_estimator_.n_silos_ == 3
+    assert list(search.best_estimator_.groups_) == [0, 1]

@@ -466,6 +466,9 @@ class DPFERMIClassifier(BaseDPClassifier):
     True
     """
 
+    # routing on: fit asks for the groups and the silos by default
+    __metadata_request__fit = {"sensitive_features": True, "silo_ids": True}
+
     _parameter_constraints = {
         **{
             key: value for key, value in BaseDPClassifier._parameter_constraints.items()

@@ -517,6 +517,9 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
         self.device = device
         self.verbose = verbose
 
+    # routing on: a validation mask is routed by default
+    __metadata_request__fit = {"validation_mask": True}
+
     def fit(self, X, y, *, validation_mask=None):
         """Tune omega and fit the private model at it.
 
@@ -577,8 +580,8 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     True
     """
 
-    # fit takes no sensitive features
-    __metadata_request__fit = {"sensitive_features": UNUSED}
+    # fit takes no sensitive features; a validation mask is routed by default
+    __metadata_request__fit = {"sensitive_features": UNUSED, "validation_mask": True}
 
     _loss_kind = "logistic"
     _inner_epochs = 3
