@@ -28,6 +28,10 @@ PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 # ------------------------------------------------------------ sklearn checks
 CHECKED = [
+    # default constructors (they warn PrivacyLeakWarning: no public bounds)
+    DPStandardScaler(),
+    DPMinMaxScaler(),
+    DPOneHotEncoder(),
     DPStandardScaler(bounds=(-10, 10), epsilon=10.0, random_state=0),
     DPStandardScaler(data_range=(-10, 10), epsilon=10.0, random_state=0),
     DPMinMaxScaler(bounds=(-10, 10)),
