@@ -373,15 +373,19 @@ def test_membership_inference_bound():
 
 # --------------------------------------------------------------- estimator
 @pytest.mark.parametrize("divergence", ["chi2", "kl"])
-def test_auto_algorithm_depends_on_the_number_of_records(divergence):
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+def test_auto_algorithm_depends_on_the_number_of_records(divergence, kind):
     """Below SPIDER_MIN_SAMPLES records "auto" is DP-SGD on the dual (the
     SPIDER algorithms need many short steps); from it on, a SPIDER."""
     from skdp.robust._dro import SPIDER_MIN_SAMPLES
 
-    X, y = _data(SPIDER_MIN_SAMPLES)
+    X, y = _data(SPIDER_MIN_SAMPLES[kind])
+    Estimator = DPDROClassifier if kind == "classifier" else DPDRORegressor
+    if kind == "regressor":
+        y = y + X[:, 0]
     kwargs = dict(divergence=divergence, epsilon=None, max_steps=2, random_state=0)
-    small = DPDROClassifier(**kwargs).fit(X[:-1], y[:-1])
-    large = DPDROClassifier(**kwargs).fit(X, y)
+    small = Estimator(**kwargs).fit(X[:-1], y[:-1])
+    large = Estimator(**kwargs).fit(X, y)
     assert small.algorithm_ == "dp_sgd"
     assert large.algorithm_ == ("recursive_spider" if divergence == "kl" else "double_spider")
 

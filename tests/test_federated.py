@@ -231,3 +231,89 @@ def test_same_fit_in_process_in_flower_simulation_and_in_a_flower_deployment():
         assert fitted.n_steps_ == 3
     assert deployed.silos_.tolist() == ["0", "1", "2"]
     assert np.all(local.silo_epsilons_ <= 1.0)
+
+
+@needs_flower
+def test_packed_messages_round_trip_every_array_exactly():
+    from skdp.federated._flower import pack_arrays, unpack_arrays
+
+    rng = np.random.default_rng(0)
+    arrays = {"theta-0": rng.normal(size=(7, 3)), "w": rng.normal(size=(2, 2)).astype(np.float32),
+              "counts": np.arange(6, dtype=np.int64).reshape(2, 3), "empty": np.zeros((0, 4)),
+              "scalar": np.float64(np.pi), "big-endian": np.arange(3, dtype=">f8")}
+    back = unpack_arrays(pack_arrays(arrays))
+    assert list(back) == list(arrays)
+    for name, value in arrays.items():
+        np.testing.assert_array_equal(back[name], value)
+        assert back[name].shape == np.shape(value)
+        assert back[name].dtype == np.asarray(value).dtype.newbyteorder("=")
+    with pytest.raises(TypeError, match="only numbers"):
+        pack_arrays({"labels": np.array(["a", "b"], dtype=object)})
+    with pytest.raises(ValueError, match="corrupt"):
+        unpack_arrays(pack_arrays({"x": np.ones(2)}) + b"\0")
+
+
+@needs_flower
+def test_tls_deployment_gives_the_in_process_fit():
+    """The documented TLS set-up (a CA, a SuperLink with certificate and key,
+    SuperNodes and ``flwr run`` trusting the CA), on localhost."""
+    from skdp.federated import LocalFederation
+
+    X, y, g, silo = _silos_data(n=2_000, n_silos=2, seed=3)
+    kw = dict(lam=1.0, max_steps=2, random_state=5)
+    local = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+        X, y, sensitive_features=g, silo_ids=silo)
+    data = [(X[silo == j], y[silo == j], g[silo == j]) for j in range(2)]
+    with LocalFederation(data, tls=True) as federation:
+        deployed = federation.fit(DPFERMIClassifier(**kw), classes=[0, 1], groups=[0, 1],
+                                  n_features=X.shape[1])
+        link_log = (federation.workdir / "superlink.log").read_text(errors="replace")
+        assert "https://127.0.0.1" in link_log
+        assert (federation.workdir / "certs" / "ca.crt").exists()
+    np.testing.assert_array_equal(deployed.coef_, local.coef_)
+    np.testing.assert_array_equal(deployed.silo_epsilons_, local.silo_epsilons_)
+
+
+def test_supernode_polls_at_the_pace_of_the_rounds(monkeypatch):
+    """After a reply the node waits until the next request is due, then
+    polls quickly; a request that was already waiting shortens the pace."""
+    import skdp.federated.supernode as supernode
+
+    class Clock:
+        now, slept = 100.0, []
+
+        def monotonic(self):
+            return self.now
+
+        def sleep(self, seconds):
+            self.slept.append(seconds)
+            self.now += seconds
+
+    clock = Clock()
+    monkeypatch.setattr(supernode, "time", clock)
+    pace = supernode._RoundPacedSleeps(limit=0.2, fast=0.005, lead=0.85)
+    pace.before_poll()  # nothing received yet: poll at once
+    assert clock.slept == []
+    pace.message_received()  # round 0 arrives at t=100
+    clock.now += 0.05  # the reply takes 50 ms
+    pace.before_poll()
+    assert clock.slept == []  # no period known yet
+    for _ in range(3):  # three idle polls of Flower's loop
+        pace.sleep(3)
+    assert clock.slept[0] == pytest.approx(0.005) and clock.slept[1] == pytest.approx(0.0075)
+    clock.now = 101.0
+    pace.message_received()  # round 1 one second after round 0
+    clock.now += 0.05
+    clock.slept.clear()
+    pace.before_poll()  # sleeps until 0.85 s after round 1
+    assert clock.now == pytest.approx(101.85)
+    pace.sleep(3)  # then polls at a twentieth of the period
+    assert clock.slept[-1] == pytest.approx(0.05)
+    pace.message_received()  # arrived after one idle poll: period stays ~0.9 s
+    assert pace._period == pytest.approx(0.5 * 1.0 + 0.5 * 0.9)
+    clock.now += 0.05
+    pace.before_poll()
+    pace.message_received()  # already waiting at the first poll: shortened
+    assert pace._period < 0.95 * 0.9
+    pace.sleep(0.5)  # waiting for the ClientApp's reply: fast steps
+    assert clock.slept[-1] == pytest.approx(0.005)

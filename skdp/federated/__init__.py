@@ -9,11 +9,11 @@ their messages. Flower is imported lazily, inside the engines, so that
   its own release plan, budget and noise).
 * :func:`fit_federated`: the server's side, given a transport.
 * :class:`LocalFederation`: a localhost Flower deployment (SuperLink and
-  SuperNodes) for demos and tests.
+  SuperNodes, with or without TLS) for demos and tests.
 * ``skdp.federated.app``: the Flower ServerApp and ClientApp.
 """
 
-from ._local import LocalFederation, save_silo
+from ._local import LocalFederation, save_silo, write_localhost_certificates
 from ._server import fit_federated
 from ._silo import FermiSilo, SiloPolicy, SiloRefusal
 from ._transport import DirectTransport, FederatedError, SiloTransport
@@ -28,4 +28,5 @@ __all__ = [
     "SiloTransport",
     "fit_federated",
     "save_silo",
+    "write_localhost_certificates",
 ]

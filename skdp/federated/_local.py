@@ -32,6 +32,60 @@ def save_silo(path, X, y, sensitive=None):
     return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
 
 
+def write_localhost_certificates(directory):
+    """Write a throw-away certificate authority and a server certificate for
+    127.0.0.1 / localhost (``ca.crt``, ``server.pem``, ``server.key``) to
+    ``directory``, for a TLS federation on one machine (tests, demos). A
+    real deployment uses certificates from the institutions' own CA.
+
+    Returns
+    -------
+    dict of str to pathlib.Path
+        ``ca``, ``cert`` and ``key``.
+    """
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    valid = dict(not_valid_before=now - datetime.timedelta(minutes=5),
+                 not_valid_after=now + datetime.timedelta(days=2))
+
+    def name(common):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("skdp local CA"))
+          .issuer_name(name("skdp local CA")).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number())
+          .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(name("localhost"))
+            .issuer_name(ca.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
+            .add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    paths = {"ca": directory / "ca.crt", "cert": directory / "server.pem",
+             "key": directory / "server.key"}
+    paths["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return paths
+
+
 def _free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -78,9 +132,15 @@ class LocalFederation:
     max_epsilon : float or None, default=None
         Node config ``max-epsilon`` of every silo (None: no cap).
     isolation : {"warm", "subprocess"}, default="warm"
-        ``"warm"``: ``python -m skdp.federated.supernode``. ``"subprocess"``:
-        Flower's ``flower-supernode`` as it comes (one new ClientApp process
-        per message; several seconds per round).
+        ``"warm"``: ``python -m skdp.federated.supernode`` (the ClientApp
+        runs inside the SuperNode). ``"subprocess"``: Flower's
+        ``flower-supernode`` as it comes (one new ClientApp process per
+        message; several seconds per round).
+    tls : bool, default=False
+        Run the SuperLink with TLS (certificates from
+        :func:`write_localhost_certificates`, in ``workdir``) and connect the
+        SuperNodes and ``flwr run`` with its CA, as a real deployment does;
+        False: ``--insecure``.
     workdir : str or None
         Directory for the silo files, logs and Flower's home (default: a new
         temporary directory, removed on exit).
@@ -96,7 +156,8 @@ class LocalFederation:
     """
 
     def __init__(self, silos, *, allow_seeded_noise=True, allow_non_private=False,
-                 max_epsilon=None, isolation="warm", workdir=None, start_timeout=120.0):
+                 max_epsilon=None, isolation="warm", tls=False, workdir=None,
+                 start_timeout=120.0):
         if isolation not in ("warm", "subprocess"):
             raise ValueError(f"isolation must be 'warm' or 'subprocess', got {isolation!r}.")
         self.silos = list(silos)
@@ -104,6 +165,7 @@ class LocalFederation:
         self.allow_non_private = allow_non_private
         self.max_epsilon = max_epsilon
         self.isolation = isolation
+        self.tls = bool(tls)
         self.start_timeout = float(start_timeout)
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="skdp-fl-") if workdir is None else workdir)
@@ -155,16 +217,25 @@ class LocalFederation:
             else:
                 paths.append(save_silo(self.workdir / f"silo{j}.npz", *silo).resolve())
         try:
+            if self.tls:
+                certs = write_localhost_certificates(self.workdir / "certs")
+                link_security = ["--ssl-ca-certfile", str(certs["ca"]), "--ssl-certfile",
+                                 str(certs["cert"]), "--ssl-keyfile", str(certs["key"])]
+                node_security = ["--root-certificates", str(certs["ca"])]
+                cli_security = f'root-certificates = "{certs["ca"]}"\n'
+            else:
+                link_security = node_security = ["--insecure"]
+                cli_security = "insecure = true\n"
             self.superlink_port = _free_port()
             process, log = self._spawn("superlink", [
-                self._bin("flower-superlink"), "--insecure",
+                self._bin("flower-superlink"), *link_security,
                 "--disable-runtime-dependency-installation",
                 "--host", "127.0.0.1", "--port", str(self.superlink_port),
             ])
             _wait_for_port(self.superlink_port, self.start_timeout, process, log)
             (self.workdir / "flwr-home" / "config.toml").write_text(
                 '[superlink]\ndefault = "skdp-local"\n\n[superlink.skdp-local]\n'
-                f'address = "127.0.0.1:{self.superlink_port}"\ninsecure = true\n'
+                f'address = "127.0.0.1:{self.superlink_port}"\n' + cli_security
             )
             waits = []
             for j, path in enumerate(paths):
@@ -179,7 +250,7 @@ class LocalFederation:
                     command = [sys.executable, "-m", "skdp.federated.supernode"]
                 else:
                     command = [self._bin("flower-supernode")]
-                command += ["--insecure", "--superlink", f"127.0.0.1:{self.superlink_port}",
+                command += [*node_security, "--superlink", f"127.0.0.1:{self.superlink_port}",
                             "--host", "127.0.0.1", "--port", str(port),
                             "--node-config", node_config]
                 waits.append((port,) + self._spawn(f"supernode{j}", command))
