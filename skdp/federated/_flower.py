@@ -12,10 +12,20 @@ import json
 import math
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.proto.message_pb2 import ConfirmMessageReceivedRequest
+from flwr.proto.runtime_pb2 import PullAppMessagesRequest
+from flwr.supercore.inflatable.inflatable_object import iterate_object_tree
+from flwr.supercore.inflatable.inflatable_protobuf_utils import make_pull_object_fn_protobuf
+from flwr.supercore.inflatable.inflatable_utils import (
+    ObjectPullError,
+    ObjectUnavailableError,
+    inflate_object_from_contents,
+)
 
 from ._silo import SiloRefusal
 from ._transport import FederatedError, SiloTransport
@@ -282,20 +292,6 @@ class FlowerTransport(SiloTransport):
         node = getattr(self.grid, "node", None)
         if client is None or run is None or node is None:
             return list(self.grid.pull_messages(message_ids))
-        from concurrent.futures import ThreadPoolExecutor
-
-        from flwr.proto.message_pb2 import ConfirmMessageReceivedRequest
-        from flwr.proto.runtime_pb2 import PullAppMessagesRequest
-        from flwr.supercore.inflatable.inflatable_object import iterate_object_tree
-        from flwr.supercore.inflatable.inflatable_protobuf_utils import (
-            make_pull_object_fn_protobuf,
-        )
-        from flwr.supercore.inflatable.inflatable_utils import (
-            ObjectPullError,
-            ObjectUnavailableError,
-            inflate_object_from_contents,
-        )
-
         res = client.PullMessages(PullAppMessagesRequest(message_ids=message_ids))
         arrived = [(p.metadata.message_id, tree)
                    for p, tree in zip(res.messages_list, res.message_object_trees, strict=True)]
