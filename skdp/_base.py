@@ -24,6 +24,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._groups import _is_dataframe, encode_groups, select_columns
+from ._training import one_torch_thread
 from .models import make_backend, make_mlp
 from .privacy import ACCOUNTANTS, NEIGHBORING, InitialRelease, SecureGenerator, gaussian_noise
 
@@ -57,27 +58,6 @@ def split_sensitive_columns(X, sensitive_columns):
     X = np.asarray(X) if not hasattr(X, "shape") else X
     keep = np.setdiff1d(np.arange(X.shape[1]), np.mod(columns, X.shape[1]))
     return X[:, keep], sensitive
-
-
-@contextmanager
-def one_torch_thread():
-    """Run the block with one torch intra-op thread; the count is restored after.
-
-    >>> import torch
-    >>> from skdp._base import one_torch_thread
-    >>> before = torch.get_num_threads()
-    >>> with one_torch_thread():
-    ...     torch.get_num_threads()
-    1
-    >>> torch.get_num_threads() == before
-    True
-    """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 class BaseDPEstimator(BaseEstimator):
@@ -481,13 +461,20 @@ class BaseDPEstimator(BaseEstimator):
         return validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
 
     def _module_outputs(self, X):
-        """Outputs of the fitted torch module on ``X``, shape (n, n_outputs)."""
+        """Outputs of the fitted torch module on ``X``, shape (n, n_outputs).
+
+        Inference runs on a float64 copy of the module (training may be
+        float32): float32 matrix products are blocked differently for
+        different numbers of rows, so a row's float32 score would depend on
+        the other rows of the call, beyond scikit-learn's 1e-7 tolerance.
+        In float64 those differences are near 1e-16.
+        """
         module = self._build_module(self.n_features_in_, self._n_model_outputs(), 0)
         module.load_state_dict({k: torch.as_tensor(v) for k, v in self.module_state_.items()})
-        module.eval()
+        module = module.to(torch.float64).eval()
         with torch.no_grad():
-            out = module(torch.as_tensor(X, dtype=torch.float32))
-        return out.double().numpy()
+            out = module(torch.as_tensor(np.asarray(X, dtype=np.float64)))
+        return out.numpy()
 
 
 class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):

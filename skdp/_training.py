@@ -1,11 +1,38 @@
 """Pieces of a private training step shared by every trainer."""
 
+from contextlib import contextmanager
+
 import torch
 
 from .models import LinearBackend
 from .privacy import NoiseStream
 
 OPTIMIZERS = ("sgd", "adam")
+
+
+@contextmanager
+def one_torch_thread():
+    """Run the block with one torch intra-op thread; the count is restored after.
+
+    Used where results must not depend on the thread count of the process:
+    a float reduction split over threads is summed in an order that depends
+    on their number.
+
+    >>> import torch
+    >>> from skdp._training import one_torch_thread
+    >>> before = torch.get_num_threads()
+    >>> with one_torch_thread():
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 class MomentumSGD:

@@ -67,6 +67,40 @@ def test_silo_protocol_gives_the_in_process_fit_exactly():
         np.testing.assert_array_equal(local.predict(X), remote.predict(X))
 
 
+def test_every_silo_and_server_computation_runs_on_one_thread(monkeypatch):
+    """What makes the engines agree by construction on any machine: a silo's
+    round (in process or remote) and the server's step run on one torch
+    thread, whatever the process's thread count."""
+    from skdp.fairness import _fermi
+
+    seen = {"silo": [], "server": []}
+    silo_step, server_step = _fermi.silo_step, _fermi.server_step
+
+    def spy_silo(*args, **kwargs):
+        seen["silo"].append(torch.get_num_threads())
+        return silo_step(*args, **kwargs)
+
+    def spy_server(*args, **kwargs):
+        seen["server"].append(torch.get_num_threads())
+        return server_step(*args, **kwargs)
+
+    monkeypatch.setattr(_fermi, "silo_step", spy_silo)
+    monkeypatch.setattr(_fermi, "server_step", spy_server)
+    X, y, g, silo = _silos_data(n=3000)
+    kw = dict(lam=1.0, max_steps=2, random_state=1, hidden_layer_sizes=(4,))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+            X, y, sensitive_features=g, silo_ids=silo)
+        fit_federated(DPFERMIClassifier(**kw), _direct(X, y, g, silo), classes=[0, 1],
+                      groups=[0, 1], n_features=X.shape[1])
+    finally:
+        torch.set_num_threads(previous)
+    assert len(seen["silo"]) == 2 * 2 * 3 and set(seen["silo"]) == {1}
+    assert len(seen["server"]) == 2 * 2 and set(seen["server"]) == {1}
+
+
 def test_batched_in_process_pass_equals_per_silo_passes():
     """The default in-process engine computes all silos in one tensor pass;
     it equals one pass per silo (what remote silos run) up to float
@@ -129,6 +163,68 @@ def test_silo_policy_refuses_seeds_large_budgets_and_no_noise():
     clf = fit_federated(DPFERMIClassifier(max_steps=2), _direct(X, y, g, silo, policy=strict),
                         classes=[0, 1], groups=[0, 1], n_features=X.shape[1])
     assert np.all(clf.silo_epsilons_ <= 1.0)
+
+
+def _attack_settings(n_features, **changes):
+    """Public settings a (malicious) server sends, as DPFERMIClassifier does."""
+    from skdp.fairness._dp_fermi import PROTOCOL
+
+    settings = {
+        "protocol": PROTOCOL, "epsilon": 1.0, "delta": 1e-5, "accountant": "pld",
+        "privacy_unit": "record", "max_grad_norm": 1.0, "lam": 1.0, "rounds": 200,
+        "sampling_rate": None, "batch_size": 1, "private_priors": False,
+        "fairness": "demographic_parity", "n_classes": 2, "n_groups": 2,
+        "n_features": n_features, "classes": ["0", "1"], "groups": ["0", "1"],
+        "hidden_layer_sizes": [], "loss_bound": 5.0, "psi_bound": 2.0, "seed": None,
+    }
+    settings.update(changes)
+    return settings
+
+
+def test_silo_decides_its_own_privacy_unit():
+    X, y, g, _ = _silos_data(n=400)
+    settings = _attack_settings(X.shape[1], privacy_unit="sensitive_attribute", lam=0.0)
+    with pytest.raises(SiloRefusal, match="refuses privacy_unit='sensitive_attribute'"):
+        FermiSilo(X, y, g).setup(settings, {})
+    from_config = SiloPolicy.from_node_config({"max-epsilon": 1.0})
+    assert from_config.privacy_units == ("record",)
+    with pytest.raises(SiloRefusal, match="privacy-units"):
+        FermiSilo(X, y, g, policy=from_config).setup(settings, {})
+    both = SiloPolicy.from_node_config({"privacy-units": "record, sensitive_attribute"})
+    reply, _ = FermiSilo(X, y, g, policy=both).setup(settings, {})
+    assert reply["epsilon"] <= 1.0
+    with pytest.raises(ValueError, match="privacy_units"):
+        SiloPolicy(privacy_units=["person"])
+    for key, value in [("lam", -1.0), ("max_grad_norm", float("inf")), ("rounds", 0),
+                       ("batch_size", float("nan")), ("psi_bound", 0.0)]:
+        with pytest.raises(SiloRefusal, match=key):
+            FermiSilo(X, y, g).setup(_attack_settings(X.shape[1], **{key: value}), {})
+
+
+@pytest.mark.parametrize("privacy_unit", ["record", "sensitive_attribute"])
+def test_a_server_cannot_read_a_record_from_a_silo_reply(privacy_unit):
+    """The audit's attack: lam=0 and one record per batch in expectation,
+    with a silo whose policy accepts the unit. The ratio of the reply's
+    weight and bias entries is a record's features exactly whenever the
+    released gradient sum is one record's, unclipped and without noise."""
+    X, y, g, _ = _silos_data(n=300)
+    X = X.astype(np.float32).astype(np.float64)
+    policy = SiloPolicy(max_epsilon=1.0, privacy_units=("record", "sensitive_attribute"))
+    silo = FermiSilo(X, y, g, policy=policy)
+    settings = _attack_settings(X.shape[1], privacy_unit=privacy_unit, lam=0.0)
+    reply, ledger = silo.setup(settings, {})
+    assert reply["epsilon"] <= 1.0 and min(reply["noise"].values()) > 0
+    params = [np.random.default_rng(0).normal(size=(2, X.shape[1] + 1)).astype(np.float32)]
+    W, priors = np.zeros((1, 2, 2), np.float32), np.array([[0.5, 0.5]])
+    recovered = 0
+    for round_index in range(settings["rounds"]):
+        answer, ledger = silo.train(round_index, params, W, priors, ledger)
+        theta = answer["theta"][0].astype(np.float64)
+        assert np.all(np.isfinite(theta))
+        guess = theta[1, :-1] / theta[1, -1]
+        error = np.abs(X - guess).max(1) / (1.0 + np.abs(X).max(1))
+        recovered += int(error.min() < 1e-4)
+    assert recovered == 0
 
 
 def test_secure_silos_draw_unpredictable_noise_and_seeded_silos_are_stateless():

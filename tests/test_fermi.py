@@ -217,7 +217,10 @@ def test_each_record_moves_the_clipped_sums_by_at_most_the_bounds(seed, lam, cli
             assert float(msg.monitor.abs().max()) <= 1 + 1e-12
 
 
-def test_sensitive_unit_clips_only_the_psi_gradient():
+def test_sensitive_unit_clips_the_loss_and_psi_gradients_separately():
+    """With privacy_unit="sensitive_attribute" no record's gradient leaves
+    unclipped: the loss part and the psi part are each clipped to C, and the
+    noise on their sum is max(lam, 1) times the psi scale (never 0)."""
     rng = np.random.default_rng(4)
     n, d = 5, 3
     X = torch.as_tensor(rng.normal(size=(n, d)) * 10, dtype=TORCH64)
@@ -232,9 +235,14 @@ def test_sensitive_unit_clips_only_the_psi_gradient():
     idx = torch.tensor([2])
     loss_only = _one_silo_step(backend, X, y, cells, priors, W, FermiConfig(lam=0.0, **common), idx)
     both = _one_silo_step(backend, X, y, cells, priors, W, FermiConfig(lam=3.0, **common), idx)
-    assert float(loss_only.theta[0].norm()) > 0.5  # the public loss gradient is not clipped
+    # one record in the batch (expected batch 1): its loss part is clipped to C
+    assert 0.0 < float(loss_only.theta[0].norm()) <= 0.1 * (1 + 1e-9)
     fairness_part = (both.theta[0] - loss_only.theta[0]) / 3.0
-    assert float(fairness_part.norm()) <= 0.1 * (1 + 1e-9)
+    assert 0.0 < float(fairness_part.norm()) <= 0.1 * (1 + 1e-9)
+    noise = FermiNoise(theta=(2.0,), w=(1.0,), monitor=(1.0,))
+    for lam, factor in [(0.0, 1.0), (0.5, 1.0), (3.0, 3.0)]:
+        config = FermiConfig(lam=lam, noise=noise, **common)
+        assert float(SiloContext(config, 1, TORCH64, "cpu").stds[0][0]) == 2.0 * factor
 
 
 # ------------------------------------------------------------------ trainer
@@ -349,6 +357,28 @@ def test_paper_calibration_warns_and_reports_the_accountant_value():
     assert fresh == pytest.approx(clf.epsilon_, rel=1e-9)
     assert clf.privacy_unit_ == "sensitive_attribute"
     assert clf.privacy_report_.neighboring == "replace"
+
+
+@pytest.mark.parametrize("calibration", ["paper", "accountant"])
+def test_silo_epsilons_are_those_of_the_noise_that_ran(calibration):
+    """epsilon_ == max(silo_epsilons_) always: with the paper's noise the
+    silos' epsilons are the accountant's figures for that noise, not the
+    calibrated ones (which were stored before, about 3 each)."""
+    X, y, g = _fair_data(n=3000)
+    silos = np.repeat([0, 1, 2], [1500, 1000, 500])
+    clf = DPFERMIClassifier(lam=1.0, epsilon=3.0, noise_calibration=calibration, max_epochs=3,
+                            batch_size=100, privacy_unit="sensitive_attribute", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        clf.fit(X, y, sensitive_features=g, silo_ids=silos)
+    assert clf.epsilon_ == clf.silo_epsilons_.max()
+    accountant = [make_accountant("pld").compose(event).get_epsilon(clf.delta_)
+                  for event in clf.silo_dp_events_]
+    np.testing.assert_allclose(clf.silo_epsilons_, accountant, rtol=1e-9)
+    if calibration == "paper":
+        assert np.ptp(clf.silo_epsilons_) > 1.0  # the paper's noise differs per silo size
+    else:
+        assert clf.silo_epsilons_.max() <= 3.0
 
 
 def test_dp_gap_falls_as_lam_grows():

@@ -92,10 +92,12 @@ def _release_sensitivities(privacy_unit, max_grad_norm):
 def _w_scale(privacy_unit, priors, w_clip):
     """The bound by which the W-gradient sum is divided before release: the
     per-record clipping bound (``"record"``), or the change of one record's
-    W-gradient when its group is replaced (``"sensitive_attribute"``)."""
+    W-gradient when its group is replaced (``"sensitive_attribute"``), never
+    below the clipping bound, so that the noise does not vanish (with one
+    group nothing can be replaced and the change is 0)."""
     if privacy_unit == "record":
         return w_clip
-    return max(w_gradient_replace_sensitivity(priors), 1e-12)
+    return max(w_gradient_replace_sensitivity(priors), w_clip)
 
 
 def fermi_release_plan(settings, n_records=None):
@@ -215,7 +217,7 @@ class _LocalSilos:
     def exchange(self, backend, config, priors):
         batched = (self.estimator.engine_options or {}).get("batched", True)
         return InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,
-                              self.randomness, batched=batched)
+                              self.randomness, batched=batched, priors=priors)
 
 
 class DPFERMIClassifier(BaseDPClassifier):
@@ -270,9 +272,14 @@ class DPFERMIClassifier(BaseDPClassifier):
     privacy_unit : {"record", "sensitive_attribute"}, default="record"
         ``"record"``: whole records are protected. ``"sensitive_attribute"``:
         the paper's weaker notion -- features and labels are public, only
-        the group of a record is protected (replace-one); the loss gradient
-        is used exactly and only the ERMI gradients are clipped and noised.
-        The fitted ``privacy_unit_`` names the notion.
+        the group of a record is protected (replace-one), and ``epsilon_``
+        is about the group alone. The loss and ERMI parts of each record's
+        gradient are clipped separately, and the noise on their sum is
+        ``max(lam, 1)`` times the noise the ERMI part needs, so no record's
+        gradient is ever released unclipped or without noise (unlike the
+        paper, which uses the loss gradient exactly). The fitted
+        ``privacy_unit_`` names the notion. A federated silo accepts it
+        only if its own policy allows it (:class:`skdp.federated.SiloPolicy`).
     noise_calibration : {"accountant", "paper"}, default="accountant"
         ``"accountant"``: noise calibrated by dp-accounting so that every
         silo meets the budget. ``"paper"``: the closed form of the paper's
@@ -292,7 +299,8 @@ class DPFERMIClassifier(BaseDPClassifier):
         frequencies.
     max_grad_norm : float, default=4.0
         Clipping bound C of each record's model gradient (of ``loss + lam *
-        psi``; of ``psi`` alone with ``privacy_unit="sensitive_attribute"``).
+        psi``; of the loss and the psi parts separately with
+        ``privacy_unit="sensitive_attribute"``).
     w_radius : float or "auto", default="auto"
         Frobenius radius of each dual matrix. ``"auto"`` uses
         ``sqrt(n_classes / min prior)``, which holds the exact maximizer for
@@ -359,10 +367,11 @@ class DPFERMIClassifier(BaseDPClassifier):
         wait for the silos' nodes, default 120) and ``"backend_config"``
         (Flower's simulation backend settings, default one CPU per silo).
         In process: ``"batched"`` (default True) computes all silos of a
-        round in one tensor pass, each with its own noise; False runs one
-        pass per silo, exactly as remote silos do, for results bit-identical
-        to the Flower engines (batched results equal them up to float
-        rounding).
+        round in one tensor pass, each with its own noise; False runs each
+        silo's round through the function remote silos run (one thread, the
+        silo's own copy of its rows), for results bit-identical to the Flower
+        engines on the same machine (batched results equal them up to float
+        rounding; see :ref:`privacy-reproducibility`).
     random_state : int, RandomState instance or None, default=None
         Seeds model initialization and each silo's sampling and noise: round
         ``r`` of silo ``j`` draws from a generator seeded from ``(seed, j,
@@ -399,9 +408,11 @@ class DPFERMIClassifier(BaseDPClassifier):
         publish their sizes; the sampling rates and the server's weights
         depend on them.
     silo_epsilons_ : ndarray of shape (`n_silos_`,)
-        Each silo's epsilon as the silo reported it: every silo calibrates
-        its own release plan for its own record count (in process the same
-        calculation runs here); inf when ``epsilon=None``.
+        Each silo's epsilon: the accountant's figure for the noise that
+        silo added (every silo calibrates its own release plan for its own
+        record count and reports its noise scales; the server accounts
+        them; in process the same calculation runs here). ``epsilon_`` is
+        their maximum; inf when ``epsilon=None``.
     silo_dp_events_ : list of dp_accounting.DpEvent
         Each silo's accounted event: the one-off noisy counts (with
         ``group_priors="private"``) composed with ``n_steps_`` Poisson-sampled
@@ -681,7 +692,9 @@ class DPFERMIClassifier(BaseDPClassifier):
             plan = fermi_release_plan(settings)
             reports = self._paper_reports(plan, reports, sizes, rounds, batches, priors, w_scale)
         calibration_time = time.perf_counter() - start
-        self._store_silo_reports(reports, [r["epsilon"] for r in replies])
+        if self.noise_calibration != "paper":  # paper mode replaced the silos' noise
+            self._check_silo_figures(reports, replies)
+        self._store_silo_reports(reports)
         noise = FermiNoise()
         if self.epsilon is not None:
             noise = FermiNoise(
@@ -981,15 +994,27 @@ class DPFERMIClassifier(BaseDPClassifier):
             paper.append(replace(plan, n_records=int(size)).account(noise, self.delta))
         return paper
 
-    def _store_silo_reports(self, reports, epsilons=None):
-        """``silo_epsilons_`` are the silos' own figures (``epsilons``), the
-        reports the server's replay of their calibration."""
+    def _store_silo_reports(self, reports):
+        """Per-silo privacy attributes from the reports of the noise that ran
+        (the accountant's figures), so ``epsilon_ == max(silo_epsilons_)``."""
         self.silo_privacy_reports_ = list(reports)
-        if epsilons is None:
-            epsilons = [r.epsilon for r in reports]
-        self.silo_epsilons_ = np.array(epsilons, dtype=np.float64)
+        self.silo_epsilons_ = np.array([r.epsilon for r in reports], dtype=np.float64)
         self.silo_dp_events_ = [r.dp_event for r in reports]
         self._store_privacy_report(silo_summary(reports))
+
+    def _check_silo_figures(self, reports, replies):
+        """Warn when a silo's own epsilon is not the server's replay of its
+        noise (e.g. another dp-accounting version on the silo)."""
+        for label, report, reply in zip(self.silos_, reports, replies):
+            own = reply.get("epsilon")
+            if own is not None and not math.isclose(own, report.epsilon, rel_tol=1e-6):
+                warnings.warn(
+                    f"silo {label!r} reports epsilon={own:.6g}, the server's accountant gives "
+                    f"{report.epsilon:.6g} for the noise it says it added; silo_epsilons_ "
+                    "holds the accountant's figure. Check the skdp and dp-accounting versions "
+                    "on both sides.",
+                    UserWarning,
+                )
 
     # ---------------------------------------------------------- diagnostics
     def ermi_score(self, X, y, *, sensitive_features=None):

@@ -17,6 +17,7 @@ Nothing here imports Flower or scikit-learn; noise scales come from the
 estimator's release plan.
 """
 
+import copy
 import math
 import time
 from dataclasses import dataclass, replace
@@ -25,8 +26,8 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
-from .._training import TailAverage, make_optimizer
-from ..models._backends import LinearBackend, ModuleBackend
+from .._training import TailAverage, make_optimizer, one_torch_thread
+from ..models._backends import LinearBackend, make_backend
 from ..privacy import PoissonSampler, SecureGenerator, clip_factors, gaussian_noise
 from ..privacy._random import normal_
 from ._ermi import project_frobenius, w_gradient_from_sums
@@ -41,8 +42,9 @@ class FermiNoise:
     """Gaussian noise standard deviations of each silo's releases, on sums.
 
     ``theta``: on the clipped model-gradient sum (of ``loss + lam * psi``
-    for ``privacy_unit="record"``, of ``psi`` alone for
-    ``"sensitive_attribute"``); ``w``: on the clipped W-gradient sum;
+    for ``privacy_unit="record"``; for ``"sensitive_attribute"`` the scale
+    of the clipped ``psi`` sum, which :class:`SiloContext` multiplies by
+    ``max(lam, 1)``); ``w``: on the clipped W-gradient sum;
     ``monitor``: on the sum of the normalized monitoring vectors. Tuples with
     one value per silo; None everywhere for non-private training.
     """
@@ -81,7 +83,10 @@ class FermiConfig:
     privacy_unit : {"record", "sensitive_attribute"}
         ``"record"``: each record's whole model gradient (loss and ERMI
         parts) is clipped and noised. ``"sensitive_attribute"``: the loss
-        gradient is exact and only the ERMI part is clipped and noised.
+        and ERMI parts of each record's gradient are clipped separately and
+        their sum ``loss + lam * psi`` is noised with ``max(lam, 1)`` times
+        the psi scale, so the noise never vanishes (not at ``lam = 0``
+        either) and no record's gradient leaves unclipped or unnoised.
     noise : FermiNoise
     learning_rate : float
         Model step size.
@@ -216,8 +221,9 @@ class SiloContext:
         self.stds = None
         if noise.private:
             theta = noise.theta
-            if config.privacy_unit != "record":  # the noisy psi sum is scaled by lam
-                theta = tuple(config.lam * s for s in theta)
+            if config.privacy_unit != "record":
+                theta = tuple(theta_noise_factor(config.privacy_unit, config.lam) * s
+                              for s in theta)
             self.stds = [tensor(theta)] * n_theta_parts + [tensor(noise.w), tensor(noise.monitor)]
 
 
@@ -419,12 +425,35 @@ def _finite(values):
     return values.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
 
 
+def theta_noise_factor(privacy_unit, lam):
+    """Factor of the model-gradient noise scale: 1 for ``"record"``;
+    ``max(|lam|, 1)`` for ``"sensitive_attribute"``.
+
+    With the sensitive-attribute unit the plan's scale is that of the
+    clipped psi sum, which enters the message times ``lam``: ``|lam|`` times
+    the scale protects the group, and the floor at 1 keeps the clipped loss
+    part noised at least as much as its own sensitivity needs, so the
+    message never carries a record's gradient without noise.
+
+    >>> from skdp.fairness._fermi import theta_noise_factor
+    >>> theta_noise_factor("record", 0.0), theta_noise_factor("sensitive_attribute", 0.0)
+    (1.0, 1.0)
+    >>> theta_noise_factor("sensitive_attribute", 3.0)
+    3.0
+    """
+    if privacy_unit == "record":
+        return 1.0
+    return max(abs(float(lam)), 1.0)
+
+
 def _linear_theta_sums(batch, sq_x, e_loss, e_psi, config, segments):
     """Clipped per-silo model-gradient sums of a linear model (closed form).
 
     A record's gradient of a loss of the logits is ``e ⊗ x`` with ``e`` the
     output gradient (class-major columns), so its norm is ``|e| |x|``.
-    Returns ``(sums (N, l, d+1), squared norms of the clipped part (B,))``.
+    Returns ``(sums (N, l, d+1), squared norms of the clipped part (B,))``:
+    of the whole gradient (``"record"``), of the psi part
+    (``"sensitive_attribute"``, whose loss part is clipped on its own).
     """
     lam, clip = config.lam, config.max_grad_norm
     if config.privacy_unit == "record":
@@ -433,7 +462,9 @@ def _linear_theta_sums(batch, sq_x, e_loss, e_psi, config, segments):
         scaled = _finite(e.mul_(clip_factors(sq, clip)))
     else:
         sq = (e_psi * e_psi).sum(0).mul_(sq_x)
-        scaled = e_loss.add_(_finite(e_psi * clip_factors(sq, clip)), alpha=lam)
+        sq_loss = (e_loss * e_loss).sum(0).mul_(sq_x)
+        scaled = _finite(e_loss.mul_(clip_factors(sq_loss, clip))).add_(
+            _finite(e_psi * clip_factors(sq, clip)), alpha=lam)
     return _per_silo(scaled, segments, batch), sq
 
 
@@ -477,9 +508,18 @@ def _module_theta_sums(module, names, batch, onehot, coef, config, silo_onehot_t
         keep = finite.view(-1, *([1] * (g.dim() - 1)))
         sums.append(torch.tensordot(weights_t, torch.where(keep, g, 0.0), dims=1))
     if config.privacy_unit != "record":
+        # the loss part is clipped on its own: no record's gradient unclipped
         loss_grads = vmap(grad(loss_part), in_dims=in_dims)(params, batch, onehot, coef)
+        sq_loss = sum(g.flatten(1).square().sum(1) for g in loss_grads.values())
+        finite_loss = torch.isfinite(sq_loss)
+        loss_t = silo_t * clip_factors(sq_loss, clip)
         sums = [
-            torch.tensordot(silo_t, loss_grads[name], dims=1).add_(total, alpha=lam)
+            torch.tensordot(
+                loss_t,
+                torch.where(finite_loss.view(-1, *([1] * (loss_grads[name].dim() - 1))),
+                            loss_grads[name], 0.0),
+                dims=1,
+            ).add_(total, alpha=lam)
             for name, total in zip(names, sums)
         ]
     return sums, sq
@@ -532,6 +572,10 @@ def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_
     n_strata, n_groups, n_classes = W.shape
     n_cells = n_strata * n_groups
     batch, logits_t = backend.forward(idx)
+    # an extreme record's logits may overflow: keep them finite (NaN -> 0,
+    # +-inf -> the largest float) so that its probabilities, W-gradient and
+    # monitor terms are finite and bounded like everyone else's
+    logits_t = logits_t.nan_to_num(nan=0.0)
     dtype = logits_t.dtype
     records = data.records.index_select(1, idx)
     sq_x, inside, onehot_t = records[0], records[1], records[2:]
@@ -653,16 +697,88 @@ def server_step(server, messages, step):
 
 
 # ------------------------------------------------------------------ the loop
+class SiloWorker:
+    """One silo's side of a round: the one function every engine runs.
+
+    The in-process per-silo pass (``InProcessSilos(batched=False)``) and a
+    remote silo (:class:`skdp.federated.FermiSilo`, in a Flower simulation
+    or deployment) both hold one worker per silo and call :meth:`round`.
+    The worker owns its rows and parameters (its own allocations, whatever
+    the caller's memory layout), rebuilds the broadcast tables from ``W``
+    and the priors itself, and computes under one torch thread, so on one
+    machine a silo's messages are the same bits in every engine (a float
+    reduction split over threads is summed in an order that depends on
+    their number).
+
+    Parameters
+    ----------
+    X : tensor of shape (n_records, n_features)
+        The silo's features (copied).
+    onehot : tensor of shape (n_records, n_classes)
+        One-hot labels.
+    cells : long tensor of shape (n_records,)
+        ERMI cell of each record.
+    n_cells : int
+    module : torch.nn.Module or None
+        The model's module (None: linear); the worker keeps its own copy.
+    """
+
+    def __init__(self, X, onehot, cells, n_cells, module):
+        with one_torch_thread():
+            X = X.clone(memory_format=torch.contiguous_format)
+            module = None if module is None else copy.deepcopy(module)
+            self.backend = make_backend(X, onehot.shape[1], module)
+            self.data = SiloData.build(backend=self.backend, onehot=onehot.clone(),
+                                       cells=cells.clone(), n_cells=n_cells)
+        self.n_records = int(X.shape[0])
+        self.dtype, self.device = X.dtype, X.device
+
+    @torch.no_grad()
+    def round(self, generator, params, W, priors, config):
+        """The silo's noisy messages of one round.
+
+        Parameters
+        ----------
+        generator : torch.Generator or SecureGenerator
+            The round's source of sampling and noise
+            (:meth:`SiloRandomness.at`).
+        params : sequence of tensors or arrays
+            The broadcast model parameters, aligned with the backend's.
+        W : tensor or array of shape (M, k, l)
+        priors : tensor or array of shape (M, k)
+        config : FermiConfig
+            This silo's config (one silo).
+
+        Returns
+        -------
+        SiloMessages
+            With a leading silo axis of length 1.
+        """
+        def tensor(value):
+            return torch.as_tensor(value, dtype=self.dtype, device=self.device)
+
+        with one_torch_thread():
+            for p, value in zip(self.backend.parameters, params, strict=True):
+                p.copy_(tensor(value))
+            broadcast = Broadcast(tensor(W).clone(), tensor(priors).rsqrt()).refresh()
+            context = SiloContext(config, len(self.backend.parameters), self.dtype, self.device)
+            size = message_size(self.backend.parameters, broadcast.W) if config.noise.private else 0
+            idx, row = silo_round_draws(generator, self.n_records,
+                                        config.sampling_rates[0], size, self.dtype)
+            return silo_step(self.backend, idx, None, self.data, broadcast, config, context,
+                             None if row is None else row[None])
+
+
 class InProcessSilos:
     """All silos in this process: each round, each silo draws its batch and
     noise from its own :class:`SiloRandomness` at that round.
 
     With ``batched=True`` (the default) the silos' messages are computed in
     one tensor pass over their concatenated batches, each silo with its own
-    noise row; the result equals separate per-silo passes up to float
-    rounding. With ``batched=False`` each silo runs :func:`silo_step` on its
-    own rows, exactly as a remote silo does, so in-process and federated fits
-    give bit-identical models.
+    noise row, on the server's own tensors (no copy); the result equals
+    separate per-silo passes up to float rounding. With ``batched=False`` each silo is a :class:`SiloWorker`, the
+    code a remote silo runs, so in-process and federated fits on one machine
+    give bit-identical models by construction.
 
     Parameters
     ----------
@@ -675,66 +791,76 @@ class InProcessSilos:
     config : FermiConfig
     randomness : list of SiloRandomness, one per silo
     batched : bool, default=True
+    priors : tensor or array of shape (M, k) or None
+        The broadcast group priors; needed with ``batched=False``.
     """
 
-    def __init__(self, backend, onehot, cells, n_cells, config, randomness, batched=True):
+    def __init__(self, backend, onehot, cells, n_cells, config, randomness, batched=True,
+                 priors=None):
         self.backend = backend
         self.config = config
         self.randomness = randomness
         self.dtype = onehot.dtype
-        n_parts = len(backend.parameters)
-        if config.n_silos == 1:
-            self.silos = [(backend, SiloData.build(backend, onehot, cells, n_cells), config)]
-        else:
-            self.silos = []
-            bounds = np.concatenate([[0], np.cumsum(config.silo_sizes)]).tolist()
-            for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-                local = _share_parameters(backend, a, b)
-                one = _silo_config(config, j)
-                self.silos.append((local, SiloData.build(local, onehot[a:b], cells[a:b], n_cells),
-                                   one))
-        self.contexts = [SiloContext(c, n_parts, self.dtype, onehot.device)
-                         for _, _, c in self.silos]
+        self.batched = batched
         self.noise_size = None
-        self.batched = batched and config.n_silos > 1
         if self.batched:
             # all silos in one tensor pass: each still draws its batch and
             # noise from its own generator; only the arithmetic is shared
             sizes = torch.tensor(config.silo_sizes, device=onehot.device)
             self.offsets = (torch.cumsum(sizes, 0) - sizes).tolist()
-            self.silo_of = torch.repeat_interleave(
-                torch.arange(config.n_silos, device=onehot.device), sizes)
+            self.silo_of = None
+            if config.n_silos > 1:
+                self.silo_of = torch.repeat_interleave(
+                    torch.arange(config.n_silos, device=onehot.device), sizes)
             self.all_data = SiloData.build(backend, onehot, cells, n_cells)
-            self.all_context = SiloContext(config, n_parts, self.dtype, onehot.device)
+            self.all_context = SiloContext(config, len(backend.parameters), self.dtype,
+                                           onehot.device)
+            return
+        if priors is None:
+            raise ValueError("InProcessSilos(batched=False) needs the broadcast priors.")
+        self.priors = priors
+        rows = backend._rows[:, :-1] if isinstance(backend, LinearBackend) else backend.inputs
+        module = getattr(backend, "module", None)
+        bounds = np.concatenate([[0], np.cumsum(config.silo_sizes)]).tolist()
+        self.workers = [SiloWorker(rows[a:b], onehot[a:b], cells[a:b], n_cells, module)
+                        for a, b in zip(bounds[:-1], bounds[1:])]
+        self.configs = [_silo_config(config, j) for j in range(config.n_silos)]
 
     def __call__(self, step, broadcast):
+        if not self.batched:
+            messages = [
+                worker.round(rng.at(step), self.backend.parameters, broadcast.W, self.priors, one)
+                for worker, one, rng in zip(self.workers, self.configs, self.randomness)
+            ]
+            return stack_messages(messages)
         config = self.config
         if self.noise_size is None:
             self.noise_size = (
                 message_size(self.backend.parameters, broadcast.W) if config.noise.private else 0
             )
         draws = [
-            silo_round_draws(rng.at(step), one.silo_sizes[0], one.sampling_rates[0],
-                             self.noise_size, self.dtype)
-            for (_, _, one), rng in zip(self.silos, self.randomness)
+            silo_round_draws(rng.at(step), n, q, self.noise_size, self.dtype)
+            for n, q, rng in zip(config.silo_sizes, config.sampling_rates, self.randomness)
         ]
-        if self.batched:
-            idx = torch.cat([d[0] + offset for d, offset in zip(draws, self.offsets)])
-            rows = None if draws[0][1] is None else torch.stack([d[1] for d in draws])
-            return silo_step(self.backend, idx, self.silo_of.index_select(0, idx),
-                             self.all_data, broadcast, config, self.all_context, rows,
-                             [d[0].numel() for d in draws])
-        messages = []
-        for (local, data, one), context, (idx, row) in zip(self.silos, self.contexts, draws):
-            messages.append(silo_step(local, idx, None, data, broadcast, one, context,
-                                      None if row is None else row[None]))
-        if len(messages) == 1:
-            return messages[0]
-        return SiloMessages(
-            theta=[torch.cat(parts) for parts in zip(*(m.theta for m in messages))],
-            w=torch.cat([m.w for m in messages]),
-            monitor=torch.cat([m.monitor for m in messages]),
-        )
+        rows = None if draws[0][1] is None else torch.stack([d[1] for d in draws])
+        if self.silo_of is None:
+            return silo_step(self.backend, draws[0][0], None, self.all_data, broadcast, config,
+                             self.all_context, rows)
+        idx = torch.cat([d[0] + offset for d, offset in zip(draws, self.offsets)])
+        return silo_step(self.backend, idx, self.silo_of.index_select(0, idx),
+                         self.all_data, broadcast, config, self.all_context, rows,
+                         [d[0].numel() for d in draws])
+
+
+def stack_messages(messages):
+    """One :class:`SiloMessages` from the messages of single silos, in order."""
+    if len(messages) == 1:
+        return messages[0]
+    return SiloMessages(
+        theta=[torch.cat(parts) for parts in zip(*(m.theta for m in messages))],
+        w=torch.cat([m.w for m in messages]),
+        monitor=torch.cat([m.monitor for m in messages]),
+    )
 
 
 def _silo_config(config, j):
@@ -744,24 +870,6 @@ def _silo_config(config, j):
         noise = FermiNoise(theta=(noise.theta[j],), w=(noise.w[j],), monitor=(noise.monitor[j],))
     return replace(config, silo_sizes=(config.silo_sizes[j],),
                    sampling_rates=(config.sampling_rates[j],), noise=noise)
-
-
-def _share_parameters(backend, start, stop):
-    """A backend on rows ``start:stop`` whose parameters are ``backend``'s
-    own tensors (the server's updates are seen at once)."""
-    if isinstance(backend, LinearBackend):
-        local = LinearBackend.__new__(LinearBackend)
-        local._rows = backend._rows[start:stop]
-        local._sq_norms = backend._sq_norms[start:stop]
-        local.weights = backend.weights
-        local.parameters = backend.parameters
-        return local
-    local = ModuleBackend.__new__(ModuleBackend)
-    local.inputs = backend.inputs[start:stop]
-    local.module = backend.module
-    local.parameters = backend.parameters
-    local._names = backend._names
-    return local
 
 
 @torch.no_grad()
@@ -804,10 +912,13 @@ def run_rounds(backend, priors, n_classes, config, exchange):
     start = time.perf_counter()
     for step in range(n_rounds):
         messages = exchange(step, broadcast)
-        monitors.append(server_step(server, messages, step))
-        w_norms.append(broadcast.W.norm())
+        # the server's arithmetic on one thread, so that the model does not
+        # depend on the thread count of the process the server runs in
+        with one_torch_thread():
+            monitors.append(server_step(server, messages, step))
+            w_norms.append(broadcast.W.norm())
+            average.update(step)
         rates.append(server.learning_rate(step))
-        average.update(step)
         if config.verbose and ((step + 1) % report_every == 0 or step + 1 == n_rounds):
             last = monitors[-1] * bounds
             print(
@@ -815,7 +926,8 @@ def run_rounds(backend, priors, n_classes, config, exchange):
                 f"noisy psi {float(last[1]):+.4f}  |W| {float(w_norms[-1]):.3f}  "
                 f"elapsed {time.perf_counter() - start:.2f}s"
             )
-    average.finalize()
+    with one_torch_thread():
+        average.finalize()
     stacked = torch.stack(monitors) * bounds if monitors else torch.zeros((0, 3), dtype=dtype)
     return {
         "loss": stacked[:, 0],
@@ -846,5 +958,6 @@ def train_fermi(backend, onehot, cells, priors, config, randomness):
     dict
         See :func:`run_rounds`.
     """
-    exchange = InProcessSilos(backend, onehot, cells, priors.numel(), config, randomness)
+    exchange = InProcessSilos(backend, onehot, cells, priors.numel(), config, randomness,
+                              priors=priors)
     return run_rounds(backend, priors, onehot.shape[1], config, exchange)

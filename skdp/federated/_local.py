@@ -131,6 +131,9 @@ class LocalFederation:
     allow_non_private : bool, default=False
     max_epsilon : float or None, default=None
         Node config ``max-epsilon`` of every silo (None: no cap).
+    privacy_units : sequence of str, default=("record",)
+        Node config ``privacy-units`` of every silo: the privacy units it
+        accepts (see :class:`~skdp.federated.SiloPolicy`).
     isolation : {"warm", "subprocess"}, default="warm"
         ``"warm"``: ``python -m skdp.federated.supernode`` (the ClientApp
         runs inside the SuperNode). ``"subprocess"``: Flower's
@@ -156,14 +159,17 @@ class LocalFederation:
     """
 
     def __init__(self, silos, *, allow_seeded_noise=True, allow_non_private=False,
-                 max_epsilon=None, isolation="warm", tls=False, workdir=None,
-                 start_timeout=120.0):
+                 max_epsilon=None, privacy_units=("record",), isolation="warm", tls=False,
+                 workdir=None, start_timeout=120.0):
         if isolation not in ("warm", "subprocess"):
             raise ValueError(f"isolation must be 'warm' or 'subprocess', got {isolation!r}.")
         self.silos = list(silos)
         self.allow_seeded_noise = allow_seeded_noise
         self.allow_non_private = allow_non_private
         self.max_epsilon = max_epsilon
+        self.privacy_units = (
+            (privacy_units,) if isinstance(privacy_units, str) else tuple(privacy_units)
+        )
         self.isolation = isolation
         self.tls = bool(tls)
         self.start_timeout = float(start_timeout)
@@ -243,7 +249,8 @@ class LocalFederation:
                 node_config = (f'partition-id={j} num-partitions={self.n_silos} '
                                f'data-path="{path}" silo-name="{j}" '
                                f'allow-seeded-noise={str(self.allow_seeded_noise).lower()} '
-                               f'allow-non-private={str(self.allow_non_private).lower()}')
+                               f'allow-non-private={str(self.allow_non_private).lower()} '
+                               f'privacy-units="{",".join(self.privacy_units)}"')
                 if self.max_epsilon is not None:
                     node_config += f" max-epsilon={float(self.max_epsilon)}"
                 if self.isolation == "warm":

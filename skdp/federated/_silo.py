@@ -14,7 +14,6 @@ the server asks. Nothing here imports Flower.
 
 import json
 import math
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -22,17 +21,13 @@ import torch
 from ..fairness._dp_fermi import PROTOCOL, silo_noise, silo_privacy_report
 from ..fairness._ermi import fairness_strata, record_cells
 from ..fairness._fermi import (
-    Broadcast,
+    PRIVACY_UNITS,
     FermiConfig,
-    SiloContext,
-    SiloData,
     SiloRandomness,
-    message_size,
+    SiloWorker,
     silo_group_counts,
-    silo_round_draws,
-    silo_step,
 )
-from ..models import make_backend, make_mlp
+from ..models import make_mlp
 
 
 class SiloRefusal(RuntimeError):
@@ -52,44 +47,50 @@ class SiloPolicy:
         by whoever knows the seed, the server included: for experiments only.
     allow_non_private : bool, default=False
         Accept ``epsilon=None`` (no noise at all).
+    privacy_units : sequence of str, default=("record",)
+        The privacy units the silo accepts (its own choice, never the
+        server's). ``"record"`` protects whole records. Add
+        ``"sensitive_attribute"`` only where the silo's features and labels
+        may be treated as public: that unit protects the group alone.
     """
 
     def __init__(self, max_epsilon=math.inf, max_delta=1e-4, allow_seeded_noise=False,
-                 allow_non_private=False):
+                 allow_non_private=False, privacy_units=("record",)):
         self.max_epsilon = float(max_epsilon)
         self.max_delta = float(max_delta)
         self.allow_seeded_noise = bool(allow_seeded_noise)
         self.allow_non_private = bool(allow_non_private)
+        units = (privacy_units,) if isinstance(privacy_units, str) else tuple(privacy_units)
+        unknown = [u for u in units if u not in PRIVACY_UNITS]
+        if unknown or not units:
+            raise ValueError(
+                f"privacy_units must list units among {PRIVACY_UNITS}; got {privacy_units!r}."
+            )
+        self.privacy_units = units
 
     @classmethod
     def permissive(cls):
         """Everything allowed: the silos of one party's own simulation."""
-        return cls(allow_seeded_noise=True, allow_non_private=True, max_delta=1.0)
+        return cls(allow_seeded_noise=True, allow_non_private=True, max_delta=1.0,
+                   privacy_units=PRIVACY_UNITS)
 
     @classmethod
     def from_node_config(cls, config):
         """From Flower node config keys ``max-epsilon``, ``max-delta``,
-        ``allow-seeded-noise`` and ``allow-non-private``."""
+        ``allow-seeded-noise``, ``allow-non-private`` and ``privacy-units``
+        (comma-separated, default ``"record"``)."""
         def flag(key):
             value = config.get(key, False)
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
 
+        units = [u.strip() for u in str(config.get("privacy-units", "record")).split(",")]
         return cls(
             max_epsilon=float(config.get("max-epsilon", math.inf)),
             max_delta=float(config.get("max-delta", 1e-4)),
             allow_seeded_noise=flag("allow-seeded-noise"),
             allow_non_private=flag("allow-non-private"),
+            privacy_units=[u for u in units if u],
         )
-
-
-@contextmanager
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 class FermiSilo:
@@ -132,6 +133,13 @@ class FermiSilo:
             raise ValueError(f"silo {silo}: sensitive features need one value per row.")
         if not np.all(np.isfinite(self.X)):
             raise ValueError(f"silo {silo}: X holds NaN or infinite values.")
+        limit = float(np.finfo(np.float32).max)
+        if self.X.size and np.abs(self.X).max() > limit:
+            raise ValueError(
+                f"silo {silo}: X has values too large for float32 training (|x| > {limit:.3g}), "
+                "which the silo cannot clip; rescale or clip the features first (e.g. with "
+                "public bounds)."
+            )
         self.silo = int(silo)
         self.name = str(silo) if name is None else str(name)
         self.policy = SiloPolicy() if policy is None else policy
@@ -223,33 +231,26 @@ class FermiSilo:
         if priors.ndim != 2 or not np.all(np.isfinite(priors)) or np.any(priors <= 0):
             raise SiloRefusal(f"silo {self.name!r}: the broadcast priors are not positive.")
         noise, w_clip = silo_noise(settings, ledger["noise"], priors)
-        with _one_thread():
-            backend, data, dtype = self._state(settings, n_cells)
-            with torch.no_grad():
-                for p, value in zip(backend.parameters, params, strict=True):
-                    if tuple(p.shape) != tuple(np.shape(value)):
-                        raise SiloRefusal(
-                            f"silo {self.name!r}: a model parameter has shape "
-                            f"{np.shape(value)}, expected {tuple(p.shape)}."
-                        )
-                    p.copy_(torch.as_tensor(np.array(value), dtype=dtype))
-            W_t = torch.as_tensor(np.array(W), dtype=dtype, device=self.device)
-            priors_t = torch.as_tensor(priors, dtype=dtype, device=self.device)
-            broadcast = Broadcast(W_t.clone(), priors_t.rsqrt()).refresh()
-            rate = self._rate(settings)
-            config = FermiConfig(
-                n_rounds=rounds, silo_sizes=(self.n_records,), sampling_rates=(rate,),
-                lam=float(settings["lam"]), max_grad_norm=float(settings["max_grad_norm"]),
-                w_clip=w_clip, w_radius=1.0, privacy_unit=settings["privacy_unit"], noise=noise,
-                loss_bound=float(settings["loss_bound"]), psi_bound=float(settings["psi_bound"]),
+        worker = self._worker(settings, n_cells)
+        for p, value in zip(worker.backend.parameters, params, strict=True):
+            if tuple(p.shape) != tuple(np.shape(value)):
+                raise SiloRefusal(
+                    f"silo {self.name!r}: a model parameter has shape "
+                    f"{np.shape(value)}, expected {tuple(p.shape)}."
+                )
+        if tuple(np.shape(W)) != tuple(np.shape(priors)) + (settings["n_classes"],):
+            raise SiloRefusal(
+                f"silo {self.name!r}: W has shape {np.shape(W)}, expected "
+                f"{tuple(np.shape(priors)) + (settings['n_classes'],)}."
             )
-            context = SiloContext(config, len(backend.parameters), dtype, self.device)
-            size = message_size(backend.parameters, W_t) if noise.private else 0
-            rng = SiloRandomness(settings["seed"], self.silo, self.device)
-            idx, row = silo_round_draws(rng.at(round_index), self.n_records, rate, size, dtype)
-            with torch.no_grad():
-                msg = silo_step(backend, idx, None, data, broadcast, config, context,
-                                None if row is None else row[None])
+        config = FermiConfig(
+            n_rounds=rounds, silo_sizes=(self.n_records,), sampling_rates=(self._rate(settings),),
+            lam=float(settings["lam"]), max_grad_norm=float(settings["max_grad_norm"]),
+            w_clip=w_clip, w_radius=1.0, privacy_unit=settings["privacy_unit"], noise=noise,
+            loss_bound=float(settings["loss_bound"]), psi_bound=float(settings["psi_bound"]),
+        )
+        generator = SiloRandomness(settings["seed"], self.silo, self.device).at(round_index)
+        msg = worker.round(generator, [np.array(v) for v in params], np.array(W), priors, config)
         ledger = dict(ledger, answered=round_index + 1)
         reply = {
             "theta": [t[0].cpu().numpy() for t in msg.theta],
@@ -266,6 +267,7 @@ class FermiSilo:
                 f"{where} speaks {PROTOCOL!r}, the server {settings.get('protocol')!r}; install "
                 "the same skdp version on both sides."
             )
+        _check_numbers(settings, where)
         policy = self.policy
         if settings["epsilon"] is None:
             if not policy.allow_non_private:
@@ -274,6 +276,11 @@ class FermiSilo:
             raise SiloRefusal(
                 f"{where} refuses epsilon={settings['epsilon']}: its budget is "
                 f"max_epsilon={policy.max_epsilon}."
+            )
+        if settings.get("privacy_unit") not in policy.privacy_units:
+            raise SiloRefusal(
+                f"{where} refuses privacy_unit={settings.get('privacy_unit')!r}: it accepts "
+                f"{list(policy.privacy_units)} (node config privacy-units)."
             )
         if settings["delta"] > policy.max_delta:
             raise SiloRefusal(
@@ -322,9 +329,9 @@ class FermiSilo:
             return float(settings["batch_size"]) / self.n_records
         return float(settings["sampling_rate"])
 
-    def _state(self, settings, n_cells):
-        """Backend on this silo's rows and its per-record tensors (cached)."""
-        key = ("state", settings["n_classes"], tuple(settings["hidden_layer_sizes"]), n_cells)
+    def _worker(self, settings, n_cells):
+        """This silo's :class:`~skdp.fairness._fermi.SiloWorker` (cached)."""
+        key = ("worker", settings["n_classes"], tuple(settings["hidden_layer_sizes"]), n_cells)
         if key not in self._cache:
             X_t = torch.as_tensor(np.array(self.X, dtype=np.float32), device=self.device)
             n_classes = settings["n_classes"]
@@ -333,20 +340,45 @@ class FermiSilo:
                 module = self.module(X_t.shape[1], n_classes)
             elif settings["hidden_layer_sizes"]:
                 module = make_mlp(X_t.shape[1], n_classes, tuple(settings["hidden_layer_sizes"]))
-            backend = make_backend(X_t, n_classes, module)
             y_codes, _ = self._codes(settings)
             onehot = torch.nn.functional.one_hot(
                 torch.as_tensor(y_codes, device=self.device), n_classes
             ).to(X_t.dtype)
             cells, _ = self._cells(settings)
-            data = SiloData.build(backend, onehot, cells, n_cells)
-            self._cache[key] = (backend, data, X_t.dtype)
+            self._cache[key] = SiloWorker(X_t, onehot, cells, n_cells, module)
         return self._cache[key]
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_cache"] = {}
         return state
+
+
+def _check_numbers(settings, where):
+    """Refuse public settings that are out of range (a server could send
+    anything): each noise scale and bound must stay positive and finite."""
+    def number(key, low, high=math.inf, low_open=True):
+        value = settings.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SiloRefusal(f"{where} refuses {key}={value!r}: not a number.")
+        inside = (value > low if low_open else value >= low) and value <= high
+        if not (math.isfinite(value) and inside):
+            raise SiloRefusal(f"{where} refuses {key}={value!r}: out of range.")
+
+    number("lam", 0.0, low_open=False)
+    number("max_grad_norm", 0.0)
+    number("loss_bound", 0.0)
+    number("psi_bound", 0.0)
+    number("delta", 0.0, 1.0)
+    if settings.get("epsilon") is not None:
+        number("epsilon", 0.0)
+    if isinstance(settings.get("rounds"), bool) or not isinstance(settings.get("rounds"), int) \
+            or settings["rounds"] < 1:
+        raise SiloRefusal(f"{where} refuses rounds={settings.get('rounds')!r}.")
+    if settings.get("batch_size") is not None:
+        number("batch_size", 0.0)
+    else:
+        number("sampling_rate", 0.0, 1.0)
 
 
 def _encode(values, labels, what):

@@ -7,7 +7,7 @@ what it accepts::
 
     partition-id=0 num-partitions=3 data-path="/data/silo0.npz"
     silo-name="hospital-a" max-epsilon=2.0 max-delta=1e-5
-    allow-seeded-noise=false allow-non-private=false
+    allow-seeded-noise=false allow-non-private=false privacy-units="record"
 
 ``data-path`` is a ``.npz`` file with arrays ``X`` (n, d), ``y`` (n,) and
 optionally ``sensitive`` (n,) (write one with

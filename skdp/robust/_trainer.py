@@ -104,8 +104,12 @@ class _Problem:
         return batch, outputs_t, (self.targets_t.index_select(1, idx),)
 
     def capped_losses(self, outputs_t, targets_t):
+        """Per-sample losses in ``[0, B]``; a loss that is not finite (an
+        extreme record's overflowing outputs) counts as ``B``, so no record
+        can turn a weight or a dual statistic into NaN."""
         losses = self.loss.losses_t(outputs_t, *targets_t).double()
-        return losses.clamp(0.0, self.config.loss_bound)
+        bound = self.config.loss_bound
+        return losses.nan_to_num_(nan=bound, posinf=bound).clamp_(0.0, bound)
 
     def weights_t(self, weights):
         """Per-sample weights in the model's precision, shape (batch,)."""
