@@ -270,7 +270,7 @@ class BaseDPEstimator(BaseEstimator):
         if not array.flags.writeable:
             array = array.copy()
         limit = torch.finfo(dtype).max
-        wider = not np.issubdtype(array.dtype, np.floating) or np.finfo(array.dtype).max > limit
+        wider = not np.issubdtype(array.dtype, np.floating) or float(np.finfo(array.dtype).max) > limit
         if array.size and wider and (array.max() > limit or array.min() < -limit):
             raise ValueError(
                 f"X has values too large for {dtype} (|x| > {torch.finfo(dtype).max:.3g}), "

@@ -6,6 +6,7 @@ import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdp.model_selection import DPBilevelLogisticRegression, DPBilevelRidge, dp_loc_gd
+from skdp.model_selection._bilevel import _DPBilevelMixin
 from skdp.model_selection._bilevel_solvers import Problem, Regularizer, exact_solve, regularizer
 from skdp.models import SquaredLossHead, WeightedHead
 from skdp.privacy import clipped_linear_sum, compute_epsilon
@@ -350,7 +351,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="too small|cannot pay"):
         DPBilevelRidge(epsilon=1e-4, n_outer_iter=50).fit(X, y)
     with pytest.raises(ValueError, match="validation part"):
-        DPBilevelRidge(validation_fraction=0.001).fit(X[:200], y[:200])
+        DPBilevelRidge(validation_fraction=0.001, random_state=0).fit(X[:200], y[:200])
     with pytest.raises(ValueError, match="validation_mask"):
         DPBilevelRidge().fit(X, y, validation_mask=np.ones(10, bool))
     with pytest.raises(ValueError, match="regularizer"):
@@ -374,6 +375,94 @@ def test_logistic_tuner_utility():
     assert clf.omega_path_[0] == clf.omega_init
 
 
-@parametrize_with_checks([DPBilevelRidge(), DPBilevelLogisticRegression()])
+# seeded, with even parts: the coin split's part sizes are random, and some
+# checks fit on 10 records, where a part of 20 % would have fewer than 2
+# records in 38 % of the runs (even parts: 2 %)
+@parametrize_with_checks([DPBilevelRidge(validation_fraction=0.5, random_state=0),
+                          DPBilevelLogisticRegression(validation_fraction=0.5, random_state=0)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# ------------------------------------------------------------ the split
+def _fitted_masks(monkeypatch, fits):
+    """Validation masks the tuner built in ``fits`` (callables that fit)."""
+    masks = []
+    problems = _DPBilevelMixin._problems
+
+    def spy(self, rows, targets, mask, device):
+        masks.append(np.array(mask, copy=True))
+        return problems(self, rows, targets, mask, device)
+
+    monkeypatch.setattr(_DPBilevelMixin, "_problems", spy)
+    for fit in fits:
+        fit()
+    return masks
+
+
+def _quick_ridge(**kwargs):
+    return DPBilevelRidge(epsilon=1.0, n_outer_iter=1, inner_steps=2, refit_share=0.0,
+                          y_bounds=(-10, 10), **kwargs)
+
+
+@pytest.mark.parametrize("cls", [DPBilevelRidge, DPBilevelLogisticRegression])
+def test_split_is_one_coin_per_record(monkeypatch, cls):
+    """Appending a record leaves every other record's part unchanged (a
+    split by position would move about a fifth of them), and each record
+    is in the validation part with probability validation_fraction."""
+    rng = np.random.default_rng(0)
+    n = 2000
+    X = rng.normal(size=(n + 1, 3))
+    y = X[:, 0] + rng.normal(size=n + 1)
+    if cls is DPBilevelLogisticRegression:
+        y = (y > 0).astype(int)
+    kwargs = {"epsilon": 1.0, "n_outer_iter": 1, "inner_steps": 2, "refit_share": 0.0,
+              "random_state": 0}
+    small, large = _fitted_masks(monkeypatch, [
+        lambda: cls(**kwargs).fit(X[:n], y[:n]),
+        lambda: cls(**kwargs).fit(X, y),
+    ])
+    assert small.shape == (n,) and large.shape == (n + 1,)
+    np.testing.assert_array_equal(large[:n], small)
+    # 0.2 +- 4.7 standard deviations of a Binomial(2000, 0.2) share
+    assert abs(small.mean() - 0.2) < 0.042
+
+
+def test_split_fraction_follows_validation_fraction(monkeypatch):
+    rng = np.random.default_rng(1)
+    n = 20000
+    X = rng.normal(size=(n, 2))
+    y = X[:, 0] + rng.normal(size=n)
+    masks = _fitted_masks(monkeypatch, [
+        lambda f=f: _quick_ridge(validation_fraction=f, random_state=3).fit(X, y)
+        for f in (0.1, 0.5)
+    ])
+    for fraction, mask in zip((0.1, 0.5), masks):
+        sd = np.sqrt(fraction * (1 - fraction) / n)
+        assert abs(mask.mean() - fraction) < 5 * sd
+
+
+def test_split_without_seed_is_unpredictable(monkeypatch):
+    """random_state=None draws the coins from the CSPRNG: seeding numpy's
+    global generator does not replay them."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(500, 2))
+    y = X[:, 0] + rng.normal(size=500)
+
+    def fit():
+        np.random.seed(0)
+        torch.manual_seed(0)
+        _quick_ridge().fit(X, y)
+
+    first, second = _fitted_masks(monkeypatch, [fit, fit])
+    assert not np.array_equal(first, second)
+
+
+def test_validation_mask_overrides_the_coins(monkeypatch):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 2))
+    y = X[:, 0] + rng.normal(size=300)
+    given = np.arange(300) % 4 == 0
+    (mask,) = _fitted_masks(monkeypatch, [
+        lambda: _quick_ridge(random_state=0).fit(X, y, validation_mask=given)])
+    np.testing.assert_array_equal(mask, given)

@@ -2,6 +2,7 @@
 private option."""
 
 import math
+import warnings
 
 import dp_accounting as dpa
 import numpy as np
@@ -13,13 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.compose import ColumnTransformer
 from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp import DPSGDClassifier, DPSGDRegressor
+from skdp import DPRateConstrainedClassifier, DPSGDClassifier, DPSGDRegressor
 from skdp.datasets import fetch_adult, make_preprocessor
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.metrics import get_fairness_scorer
@@ -29,10 +31,10 @@ from skdp.model_selection import (
     best_within,
     privacy_spent,
 )
-from skdp.model_selection import _selection
+from skdp.model_selection import _private_search, _selection
 from skdp.model_selection._budget import gdp_epsilon
 from skdp.preprocessing import DPOneHotEncoder, DPStandardScaler
-from skdp.privacy import compute_epsilon, make_accountant, spent
+from skdp.privacy import SecureGenerator, bernoulli_split, compute_epsilon, make_accountant, spent
 from skdp.privacy._accounting import gdp_mu
 
 GRID = {"learning_rate": [0.2, 1.0]}
@@ -653,3 +655,209 @@ class _Untyped(BaseEstimator):
 
     def predict(self, X):
         return np.zeros(len(X))
+
+
+# ------------------------------------------------------------ the split
+def test_bernoulli_split_is_one_coin_per_record():
+    """Appending a record leaves every other record's part unchanged, and
+    each record is in the part with probability ``fraction``."""
+    n = 50_000
+    for fraction in (0.05, 0.2, 0.5):
+        small = bernoulli_split(n, fraction, torch.Generator().manual_seed(7))
+        large = bernoulli_split(n + 1, fraction, torch.Generator().manual_seed(7))
+        assert small.dtype == torch.bool and small.shape == (n,)
+        assert torch.equal(large[:n], small)
+        sd = math.sqrt(fraction * (1 - fraction) / n)
+        assert abs(float(small.double().mean()) - fraction) < 5 * sd
+    secure = bernoulli_split(n, 0.2, SecureGenerator())
+    assert abs(float(secure.double().mean()) - 0.2) < 5 * math.sqrt(0.16 / n)
+    assert not torch.equal(secure, bernoulli_split(n, 0.2, SecureGenerator()))
+
+
+@pytest.mark.parametrize("n, fraction", [(-1, 0.2), (10, 0.0), (10, 1.0), (10, float("nan"))])
+def test_bernoulli_split_bad_input(n, fraction):
+    with pytest.raises(ValueError, match="n_samples|fraction"):
+        bernoulli_split(n, fraction, torch.Generator())
+
+
+# ------------------------------------------------------- own randomness
+def _spy_fits(monkeypatch):
+    """List that collects every fitted candidate (and the refit), in order."""
+    fits = []
+    fit_candidate = _private_search._fit_candidate
+
+    def spy(*args, **kwargs):
+        result = fit_candidate(*args, **kwargs)
+        fits.append(result[0])
+        return result
+
+    monkeypatch.setattr(_private_search, "_fit_candidate", spy)
+    return fits
+
+
+def test_candidates_and_refit_draw_their_own_noise(data, monkeypatch):
+    """Two identical candidates (same seed of their own, same training
+    part) must not get the same noise, nor the refit theirs."""
+    X, y, _ = data
+    fits = _spy_fits(monkeypatch)
+    search = PrivateGridSearchCV(_clf(), {"learning_rate": [1.0, 1.0]}, refit_share=0.3,
+                                 random_state=0).fit(X, y)
+    first, second, refit = fits
+    assert refit is search.best_estimator_
+    assert not np.allclose(first.coef_, second.coef_)
+    seeds = [est.random_state for est in fits]
+    assert all(isinstance(s, int) for s in seeds) and len(set(seeds)) == 3
+    # the seeds derive from the search's: reproducible
+    fits.clear()
+    PrivateGridSearchCV(_clf(), {"learning_rate": [1.0, 1.0]}, refit_share=0.3,
+                        random_state=0).fit(X, y)
+    assert [est.random_state for est in fits] == seeds
+
+
+def test_every_step_of_a_fit_gets_its_own_seed(data, monkeypatch):
+    X, y, _ = data
+    fits = _spy_fits(monkeypatch)
+    pipe = Pipeline([
+        ("scale", DPStandardScaler(epsilon=0.1, delta=1e-6, bounds=(-5, 5), random_state=0)),
+        ("clf", _clf()),
+    ])
+    PrivateGridSearchCV(pipe, {"clf__learning_rate": [1.0]}, random_state=0).fit(X, y)
+    seeds = [step.random_state for fit in fits for step in (fit["scale"], fit["clf"])]
+    assert len(set(seeds)) == 4
+
+
+def test_unseeded_search_fits_with_unpredictable_noise(data, monkeypatch):
+    X, y, _ = data
+    fits = _spy_fits(monkeypatch)
+    search = PrivateGridSearchCV(_clf(), {"learning_rate": [1.0, 1.0]}).fit(X, y)
+    assert len(fits) == 3 and all(est.random_state is None for est in fits)
+    assert search.best_estimator_.random_state is None
+    assert not np.allclose(fits[0].coef_, fits[1].coef_)
+
+
+def test_grid_may_not_set_random_state(data):
+    X, y, _ = data
+    for grid in ({"random_state": [0, 1]},
+                 {"clf__random_state": [0, 1]}):
+        estimator = _clf() if "random_state" in grid else Pipeline([("clf", _clf())])
+        with pytest.raises(ValueError, match="random_state"):
+            PrivateGridSearchCV(estimator, grid, random_state=0).fit(X, y)
+
+
+# ------------------------------------------------------------ fit times
+@pytest.mark.parametrize("refit_share", [0.0, 0.3])
+def test_no_fit_times_are_exposed(data, refit_share):
+    X, y, _ = data
+    pipe = Pipeline([
+        ("scale", DPStandardScaler(epsilon=0.1, delta=1e-6, bounds=(-5, 5), random_state=0)),
+        ("clf", _clf()),
+    ])
+    search = PrivateGridSearchCV(pipe, {"clf__learning_rate": [0.5, 1.0]},
+                                 refit_share=refit_share, random_state=0).fit(X, y)
+    assert not hasattr(search, "refit_time_")
+    for step in search.best_estimator_:
+        assert getattr(step, "fit_time_", None) is None
+    assert not any("time" in key for key in search.cv_results_)
+
+
+# -------------------------------------------------- non-private diagnostics
+def _raco(**kwargs):
+    return DPRateConstrainedClassifier(batch_size=150, max_epochs=1, random_state=0, **kwargs)
+
+
+@pytest.mark.parametrize("estimator, grid, path", [
+    (_raco(record_gradient_norms=True), {"learning_rate": [0.2]}, "record_gradient_norms"),
+    (_raco(), {"record_gradient_norms": [False, True]}, "record_gradient_norms"),
+    (Pipeline([("clf", _raco())]), {"clf__record_gradient_norms": [True]},
+     "clf__record_gradient_norms"),
+])
+def test_non_private_diagnostics_are_refused(data, estimator, grid, path):
+    X, y, groups = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with pytest.raises(ValueError, match=f"{path}=True.*{path}=False"):
+            PrivateGridSearchCV(estimator, grid, random_state=0).fit(
+                X, y, **({"clf__sensitive_features": groups} if "clf__" in path
+                         else {"sensitive_features": groups}))
+
+
+@pytest.mark.filterwarnings("ignore:Lagrange multipliers keep growing")
+def test_diagnostics_off_are_fine(data):
+    X, y, groups = data
+    search = PrivateGridSearchCV(_raco(), {"record_gradient_norms": [False]},
+                                 random_state=0).fit(X, y, sensitive_features=groups)
+    assert "gradient_norms" not in search.best_estimator_.history_
+    assert search.epsilon_ <= 1.0
+
+
+class _DebugSGD(DPSGDClassifier):
+    """A private step (opted in) that declares ``verbose`` a non-private
+    diagnostic."""
+
+    __skdp_private__ = True
+    __skdp_non_private_params__ = ("verbose",)
+
+
+def test_declared_non_private_diagnostics_are_refused(data):
+    X, y, _ = data
+    with pytest.raises(ValueError, match=r"verbose=1 \(the grid sets it\).*verbose=False"):
+        PrivateGridSearchCV(_DebugSGD(batch_size=150, max_epochs=1, random_state=0),
+                            {"verbose": [0, 1]}, random_state=0).fit(X, y)
+
+
+# ------------------------------------------------- stability deltas
+def _categorical_data(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.empty((n, 2), dtype=object)
+    X[:, 0] = rng.normal(size=n)
+    X[:, 1] = rng.choice(["a", "b", "c"], n)
+    y = ((X[:, 0].astype(float) > 0) ^ (X[:, 1] == "a")).astype(int)
+    return X, y
+
+
+def _stable_pipeline(encoder_delta):
+    """A pipeline whose encoder picks its categories without candidates
+    (a stability delta per fit)."""
+    return Pipeline([
+        ("pre", ColumnTransformer([
+            ("num", DPStandardScaler(epsilon=0.1, delta=1e-6, bounds=(-5, 5), random_state=0),
+             [0]),
+            ("cat", DPOneHotEncoder(epsilon=0.1, delta=encoder_delta, random_state=0), [1]),
+        ])),
+        ("clf", _clf()),
+    ])
+
+
+@pytest.mark.parametrize("refit_share", [0.0, 0.5])
+def test_stability_deltas_fit_in_the_requested_delta(refit_share):
+    X, y = _categorical_data()
+    search = PrivateGridSearchCV(_stable_pipeline(1e-7), {"clf__learning_rate": [0.2, 1.0]},
+                                 refit_share=refit_share, random_state=0).fit(X, y)
+    assert search.delta_ <= search.delta
+    assert search.selection_delta_ > 0
+    # the events are read at what the stability terms leave of delta
+    assert search.event_delta_ < search.delta
+    assert search.delta_ == pytest.approx(
+        search.event_delta_ + math.exp(search.epsilon_) * search.selection_delta_, rel=1e-12)
+    assert search.epsilon_ == pytest.approx(
+        compute_epsilon(search.dp_event_, search.event_delta_), rel=1e-9)
+    assert search.epsilon_ <= search.epsilon
+    split = search.budget_split_
+    for part in ("training_part", "validation_part"):
+        assert split[part]["delta"] <= search.delta_
+        assert split[part]["epsilon"] == pytest.approx(
+            compute_epsilon(split[part]["dp_event"], search.event_delta_), rel=1e-9)
+    # every fit's encoder adds its stability delta (exp(epsilon) times it)
+    n_fits = 2 + (refit_share > 0)
+    assert search.selection_delta_ <= n_fits * 1e-7 / 2
+
+
+def test_stability_deltas_beyond_the_request_raise():
+    """Without candidates each encoder fit may release a category of one
+    record with probability up to delta_enc / 2; with the encoder's
+    default delta (the search's) two candidates and a refit exceed it."""
+    X, y = _categorical_data()
+    search = PrivateGridSearchCV(_stable_pipeline(1e-5), {"clf__learning_rate": [0.2, 1.0]},
+                                 random_state=0)
+    with pytest.raises(ValueError, match=r"delta=1e-05.*pre__cat__delta.*candidate_categories"):
+        search.fit(X, y)

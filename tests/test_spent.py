@@ -13,6 +13,7 @@ from sklearn.preprocessing import FunctionTransformer, Normalizer, StandardScale
 
 from skdp import DPSGDClassifier
 from skdp.exceptions import PrivacyLeakWarning
+from skdp.model_selection import PrivateGridSearchCV
 from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
 from skdp.privacy import make_accountant, spent
 
@@ -158,3 +159,18 @@ def test_errors(data):
                           ({"non_private": "ignore"}, "non_private")]:
         with pytest.raises(ValueError, match=match):
             spent(pipe, **kwargs)
+
+
+def test_private_search_is_read_at_its_event_delta(data):
+    """spent() of a pipeline holding a fitted private search gives the
+    search's own (epsilon_, delta_): its event is read at the delta the
+    stability terms leave, not at delta_ (which includes them)."""
+    X, y = data
+    pipe = _pipeline(encoder=DPOneHotEncoder(epsilon=0.1, delta=1e-8, random_state=0))
+    search = PrivateGridSearchCV(pipe, {"clf__learning_rate": [0.5, 1.0]},
+                                 random_state=0).fit(X, y)
+    total = spent(Pipeline([("search", search)]))
+    assert total.epsilon == pytest.approx(search.epsilon_, rel=1e-9)
+    assert total.delta == pytest.approx(search.delta_, rel=1e-9)
+    assert search.delta_ <= search.delta
+    assert total.steps == (("search", search.epsilon_, search.delta_),)

@@ -16,7 +16,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.utils import check_random_state
 from sklearn.utils._metadata_requests import UNUSED
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -28,6 +27,7 @@ from ..privacy import (
     PrivacyBudgetError,
     Release,
     ReleasePlan,
+    bernoulli_split,
 )
 from ._bilevel_solvers import (
     REGULARIZERS,
@@ -113,8 +113,10 @@ class _DPBilevelMixin:
         l2 = _LOC_GD_L2 if self.inner_solver == "dp_loc_gd" else 0.0
         return Regularizer("smoothed_l1", float(self.l1_smoothing), l2)
 
-    def _split(self, n, validation_mask):
-        """Boolean validation mask: the routed one, or a seeded split."""
+    def _split(self, n, validation_mask, generator):
+        """Boolean validation mask: the routed one, or a coin per record
+        drawn from the fit's ``generator`` (see
+        :func:`~skdp.privacy.bernoulli_split`)."""
         if validation_mask is not None:
             mask = np.asarray(validation_mask)
             if mask.dtype != bool or mask.shape != (n,):
@@ -123,11 +125,7 @@ class _DPBilevelMixin:
                     f"row of X; got dtype {mask.dtype} and shape {mask.shape}."
                 )
         else:
-            # the split is public (it depends only on the seed and n)
-            rng = check_random_state(self.random_state)
-            n_val = int(round(self.validation_fraction * n))
-            mask = np.zeros(n, dtype=bool)
-            mask[rng.permutation(n)[:n_val]] = True
+            mask = bernoulli_split(n, self.validation_fraction, generator).cpu().numpy()
         n_val, n_train = int(mask.sum()), int((~mask).sum())
         if n_val < _MIN_VALIDATION or n_train < _MIN_VALIDATION:
             raise ValueError(
@@ -259,7 +257,8 @@ class _DPBilevelMixin:
         """
         self._check_tuner_params()
         n = X.shape[0]
-        mask = self._split(n, validation_mask)
+        generator, seed, device = self._make_generator()
+        mask = self._split(n, validation_mask, generator)
         self._check_budget(n)
         n_train = int((~mask).sum())
         settings = {"train": self._settings(n), "mixed": self._settings(n)}
@@ -287,7 +286,6 @@ class _DPBilevelMixin:
                     f"{2 * self.n_outer_iter} inner solves: each would need noise "
                     f"{z:.3g} times its sensitivity. Raise epsilon or lower n_outer_iter."
                 )
-        generator, seed, device = self._make_generator()
         self._is_linear = True
         rows = self._to_tensor(X, device, dtype=torch.float64)
         targets = make_targets(report, generator, device).to(device=device, dtype=torch.float64)
@@ -343,9 +341,12 @@ _PARAMS_DOC = """
         exact inner solves, for reference.
     delta : float, default=1e-5
     validation_fraction : float in (0, 1), default=0.2
-        Share of the records held out as validation part, by a split seeded
-        from ``random_state`` (it depends on the seed and ``n`` only). A
-        ``validation_mask`` passed to ``fit`` overrides it.
+        Probability that a record is in the validation part: each record
+        gets a coin of its own (:func:`~skdp.privacy.bernoulli_split`, drawn
+        from the fit's randomness), so adding or removing a record moves no
+        other record between the parts, and the parts' sizes are random
+        (``fit`` raises a ``ValueError`` if either has fewer than 2
+        records). A ``validation_mask`` passed to ``fit`` overrides it.
     omega_init : float, default=1e-2
         Starting regularisation strength (of ``omega R(coef)`` on the mean
         loss, features as given: standardise them first).
@@ -407,8 +408,8 @@ _PARAMS_DOC = """
     accountant : {"pld", "rdp"}, default="pld"
     neighboring : {"add_remove", "replace"}, default="add_remove"
     random_state : int, RandomState instance or None, default=None
-        Seeds the split and, when not None, the noise (for experiments);
-        ``None`` draws the noise from the OS CSPRNG.
+        Seeds the split's coins and the noise, for reproducible experiments;
+        ``None`` draws both from the OS CSPRNG.
     device : str, default="cpu"
     verbose : int, default=0
 """

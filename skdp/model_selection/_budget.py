@@ -17,6 +17,10 @@ releases) compose at least as well as GDP predicts (measured: 8 DP-SGD fits
 each calibrated to ``eps(mu / sqrt(8), 1e-5)`` compose to 0.978--0.998 for a
 budget of 1), so the check passes in practice; when it does not, the fits
 are redone with a smaller share.
+
+The search's ``delta`` must also hold the stability deltas of steps that
+choose categories without candidates; :func:`stability_delta_bounds` bounds
+them from the steps' parameters, before anything is fitted.
 """
 
 import math
@@ -28,7 +32,14 @@ from sklearn.pipeline import FeatureUnion, Pipeline
 
 from ..privacy._accounting import gdp_mu
 
-__all__ = ["gdp_epsilon", "private_steps", "set_step_budgets", "step_weights"]
+__all__ = [
+    "gdp_epsilon",
+    "leaf_steps",
+    "private_steps",
+    "set_step_budgets",
+    "stability_delta_bounds",
+    "step_weights",
+]
 
 
 def gdp_epsilon(mu, delta):
@@ -94,28 +105,68 @@ def _spends(step):
     return True
 
 
-def private_steps(estimator, prefix=""):
-    """``(path, step)`` of every unfitted skdp step of ``estimator`` that
-    spends privacy and whose budget is its ``epsilon`` parameter.
+def leaf_steps(estimator, prefix=""):
+    """``(path, step)`` of every leaf step of an unfitted ``estimator``.
 
     ``path`` is the scikit-learn parameter prefix of the step (``"clf"``,
     ``"pre__num"``; ``""`` for a bare estimator). Nested ``Pipeline``,
     ``ColumnTransformer`` and ``FeatureUnion`` are walked; ``"drop"`` and
-    ``"passthrough"`` are skipped. Steps that read nothing from the data
-    (``DPOneHotEncoder`` with public categories, ``DPMinMaxScaler`` with
-    public bounds) are left out.
+    ``"passthrough"`` are skipped.
     """
     if estimator is None or isinstance(estimator, str):
         return []
     children = _children(estimator)
-    if children is not None:
-        found = []
-        for name, child in children:
-            found.extend(private_steps(child, f"{prefix}__{name}" if prefix else name))
-        return found
-    if _is_skdp(estimator) and "epsilon" in estimator.get_params(deep=False) and _spends(estimator):
+    if children is None:
         return [(prefix, estimator)]
-    return []
+    found = []
+    for name, child in children:
+        found.extend(leaf_steps(child, f"{prefix}__{name}" if prefix else name))
+    return found
+
+
+def private_steps(estimator, prefix=""):
+    """``(path, step)`` of every unfitted skdp step of ``estimator`` that
+    spends privacy and whose budget is its ``epsilon`` parameter.
+
+    Paths and walk as in :func:`leaf_steps`. Steps that read nothing from
+    the data (``DPOneHotEncoder`` with public categories, ``DPMinMaxScaler``
+    with public bounds) are left out.
+    """
+    return [
+        (path, step) for path, step in leaf_steps(estimator, prefix)
+        if _is_skdp(step) and "epsilon" in step.get_params(deep=False) and _spends(step)
+    ]
+
+
+def _selects_categories(step):
+    """A ``DPOneHotEncoder`` that chooses its categories privately without
+    candidates (a thresholded histogram with a stability delta)."""
+    params = step.get_params(deep=False)
+    return (type(step).__name__ == "DPOneHotEncoder" and params.get("categories") == "private"
+            and params.get("candidate_categories") is None and params.get("epsilon") is not None)
+
+
+def stability_delta_bounds(estimator):
+    """``(path, bound)`` of the steps whose fit adds a stability delta.
+
+    A :class:`~skdp.preprocessing.DPOneHotEncoder` that chooses its
+    categories without candidates may release a category that only one
+    record holds, with probability ``selection_delta_ = delta / (2
+    exp(epsilon))``; ``bound`` is ``delta / 2``, which holds for every
+    epsilon a search can give it. Other steps add none.
+
+    Examples
+    --------
+    >>> from sklearn.pipeline import Pipeline
+    >>> from skdp import DPSGDClassifier
+    >>> from skdp.model_selection._budget import stability_delta_bounds
+    >>> from skdp.preprocessing import DPOneHotEncoder
+    >>> pipe = Pipeline([("enc", DPOneHotEncoder(delta=1e-8)), ("clf", DPSGDClassifier())])
+    >>> stability_delta_bounds(pipe)
+    [('enc', 5e-09)]
+    """
+    return [(path, float(step.get_params(deep=False)["delta"]) / 2.0)
+            for path, step in leaf_steps(estimator) if _selects_categories(step)]
 
 
 def _param(path, name):

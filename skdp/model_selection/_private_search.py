@@ -5,11 +5,14 @@ Mechanism (held-out selection with parallel composition):
 
 1. Each record is put in the **validation part** with probability
    ``validation_fraction``, independently of everything else (a coin drawn
-   from the search's generator), else in the **training part**. Adding or
-   removing a record adds or removes its coin and changes no other record's
-   part, so the parts are disjoint by construction.
+   from the search's generator, :func:`~skdp.privacy.bernoulli_split`),
+   else in the **training part**. Adding or removing a record adds or
+   removes its coin and changes no other record's part, so the parts are
+   disjoint by construction.
 2. Every candidate is fitted on the training part, with its private steps'
-   epsilons set to its share of the budget.
+   epsilons set to its share of the budget, and every step of every fit
+   (the refit too) seeded on its own from the search's randomness, so that
+   no two fits share noise.
 3. The candidates' confusion histograms on the validation part (for a
    regressor: their sums of clipped validation errors, and the count) are
    released once with Gaussian noise (:mod:`._selection`); every score in
@@ -32,11 +35,14 @@ disjoint parts (McSherry, *Privacy integrated queries*, SIGMOD 2009), and
 since the event of a record's coin mixes the two cases (joint convexity of
 the hockey-stick divergence), the search is ``(epsilon_, delta_)``-DP with
 ``epsilon_`` the larger of the two parts' accountant epsilons. Each part is
-the sequential composition of its mechanisms, accounted by dp-accounting.
+the sequential composition of its mechanisms, accounted by dp-accounting at
+``event_delta_``. Steps that choose categories without candidates
+(``DPOneHotEncoder``) add stability deltas outside the events; the search
+reserves them within ``delta`` before anything is fitted, so that
+``delta_ = event_delta_ + exp(epsilon_) * selection_delta_ <= delta``.
 """
 
 import math
-import time
 from collections import defaultdict
 from numbers import Integral, Real
 
@@ -63,10 +69,18 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from ..privacy import SecureGenerator, compute_epsilon, uniform_
+from ..privacy import SecureGenerator, bernoulli_split, compute_epsilon
 from ..privacy._spent import _is_fitted, _leaves, _learns_nothing
 from ..privacy._accounting import PrivacyBudgetError, _check_budget, gdp_mu
-from ._budget import gdp_epsilon, private_steps, set_step_budgets, step_weights
+from ._budget import (
+    _param,
+    gdp_epsilon,
+    leaf_steps,
+    private_steps,
+    set_step_budgets,
+    stability_delta_bounds,
+    step_weights,
+)
 from ._selection import (
     LOSS_RELEASES,
     MOMENTS,
@@ -88,6 +102,10 @@ _MIN_STEP_EPSILON = 1e-4
 #: Times the fits are redone with a smaller share if the accountant's
 #: epsilon of what was fitted exceeds the budget (not seen in practice).
 _MAX_ATTEMPTS = 3
+#: Parameters of skdp estimators that make ``fit`` store exact, non-private
+#: diagnostics of the training data in the fitted model. A step declares
+#: its own in ``__skdp_non_private_params__``.
+NON_PRIVATE_DIAGNOSTICS = ("record_gradient_norms",)
 
 
 def _best_has(attr):
@@ -107,10 +125,35 @@ def _index(values, mask):
     return np.asarray(values)[mask] if not hasattr(values, "shape") else values[mask]
 
 
-def _fit_candidate(estimator, params, mu, step_shares, X, y, fit_params):
-    """Clone, give the private steps their budget, fit; return the fitted
-    candidate and the epsilons it was given."""
+def _seed_steps(estimator, seed):
+    """Give every step of an unfitted fit that has a ``random_state`` a seed
+    of its own, derived from the fit's ``seed``; with ``seed=None``,
+    ``random_state=None`` (unpredictable randomness)."""
+    paths = [_param(path, "random_state") for path, step in leaf_steps(estimator)
+             if "random_state" in step.get_params(deep=False)]
+    if not paths:
+        return
+    if seed is None:
+        estimator.set_params(**dict.fromkeys(paths))
+    else:
+        seeds = np.random.SeedSequence(seed).generate_state(len(paths))
+        estimator.set_params(**{path: int(s) for path, s in zip(paths, seeds)})
+
+
+def _drop_fit_times(fitted):
+    """Remove the steps' ``fit_time_``: fit times are side channels on the
+    data."""
+    for _, step in _leaves(fitted, ""):
+        vars(step).pop("fit_time_", None)
+    return fitted
+
+
+def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params):
+    """Clone, seed every step from ``seed``, give the private steps their
+    budget, fit; return the fitted candidate and the epsilons it was
+    given."""
     candidate = clone(estimator).set_params(**params)
+    _seed_steps(candidate, seed)
     steps = private_steps(candidate)
     if not steps:
         raise ValueError(
@@ -133,9 +176,8 @@ def _fit_candidate(estimator, params, mu, step_shares, X, y, fit_params):
             f"The budget leaves {small} to steps of one fit; raise epsilon, or search fewer "
             "candidates."
         )
-    start = time.perf_counter()
     candidate.fit(X, y, **fit_params)
-    return candidate, budgets, time.perf_counter() - start
+    return candidate, budgets
 
 
 def _events(fitted):
@@ -165,6 +207,18 @@ def _events(fitted):
                 "Use private steps (skdp.preprocessing) or stateless transformers."
             )
     return _compose(events), selection_delta
+
+
+def _check_stability(measured, bounds):
+    """Each fit's stability delta must be within the bound the search
+    reserved for it before anything was released."""
+    for value, bound in zip(measured, bounds):
+        if value > bound * (1 + 1e-9):
+            raise PrivacyBudgetError(
+                f"A fit added a stability delta of {value:.3g}, above the {bound:.3g} the "
+                "search reserved for it from its steps' parameters; only DPOneHotEncoder "
+                "steps without candidate categories are expected to add one."
+            )
 
 
 def _compose(events):
@@ -233,11 +287,15 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
     def _candidate_params(self):
         raise NotImplementedError
 
-    def _generator(self):
+    def _randomness(self, n_fits):
+        """The search's generator (split and selection noise) and a seed for
+        each of ``n_fits`` fits: derived from the search's seed, or None
+        (unpredictable randomness) with ``random_state=None``."""
         if self.random_state is None:
-            return SecureGenerator()
+            return SecureGenerator(), [None] * n_fits
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        return torch.Generator().manual_seed(seed)
+        fit_seeds = np.random.SeedSequence(seed).generate_state(n_fits)
+        return torch.Generator().manual_seed(seed), [int(s) for s in fit_seeds]
 
     def _check_grid_params(self, candidates):
         for params in candidates:
@@ -248,6 +306,63 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                         "from its own budget. Remove it from the grid (use step_shares to "
                         "change how a fit's budget is shared between its steps)."
                     )
+                if key == "random_state" or key.endswith("__random_state"):
+                    raise ValueError(
+                        f"The grid sets {key!r}; a private search gives every step of every "
+                        "fit a seed of its own, derived from the search's random_state (or "
+                        "unpredictable randomness with random_state=None). Remove it from "
+                        "the grid."
+                    )
+
+    @staticmethod
+    def _check_diagnostics(fits, candidates):
+        """Refuse steps set to store exact, non-private diagnostics of the
+        training data (:data:`NON_PRIVATE_DIAGNOSTICS`, or a step's
+        ``__skdp_non_private_params__``): the search would release them."""
+        for fit, params in zip(fits, candidates):
+            for path, step in leaf_steps(fit):
+                names = NON_PRIVATE_DIAGNOSTICS + tuple(
+                    getattr(type(step), "__skdp_non_private_params__", ()))
+                values = step.get_params(deep=False)
+                for name in names:
+                    if values.get(name):
+                        param = _param(path, name)
+                        source = ("the grid sets it" if param in params
+                                  else "the estimator sets it")
+                        raise ValueError(
+                            f"{param}={values[name]!r} ({source}) makes "
+                            f"{type(step).__name__} keep exact, non-private diagnostics of "
+                            "the training data in the fitted model, which the search would "
+                            f"release beyond its epsilon_. Use {param}=False in a private "
+                            "search; look at the diagnostics in a fit of its own that is "
+                            "not released."
+                        )
+
+    def _stability_budget(self, fits, do_refit):
+        """``(bounds, refit_bound, plan_delta)``: upper bounds on the
+        stability deltas of each candidate's fit and of the refit (the
+        largest of the candidates'), and the delta left to the events when
+        every bound is reached. Raises a ValueError when nothing is left."""
+        bounds, paths = [], set()
+        for fit in fits:
+            found = stability_delta_bounds(fit)
+            bounds.append(sum(bound for _, bound in found))
+            paths.update(path for path, _ in found)
+        refit_bound = max(bounds) if do_refit else 0.0
+        reserved = math.exp(self.epsilon) * (sum(bounds) + refit_bound)
+        if reserved >= self.delta:
+            params = ", ".join(_param(path, "delta") for path in sorted(paths))
+            n_fits = len(bounds) + do_refit
+            raise ValueError(
+                f"delta={self.delta:g} cannot hold the stability deltas of the steps that "
+                f"choose their categories without candidates ({params}): each of the "
+                f"{n_fits} fits may release a category that one record holds with "
+                "probability up to that step's delta / 2, which adds up to exp(epsilon) * "
+                f"{sum(bounds) + refit_bound:.3g} = {reserved:.3g}. Lower {params} (e.g. to "
+                f"{self.delta / (10 * n_fits):.1g}), give those steps candidate_categories or "
+                "public categories, or raise delta."
+            )
+        return bounds, refit_bound, self.delta - reserved
 
     def _regression_bounds(self, regression, metrics):
         """``(error_bound, y_bounds)`` checked against the task: public
@@ -360,6 +475,10 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         if not candidates:
             raise ValueError("The parameter grid is empty; give at least one candidate.")
         self._check_grid_params(candidates)
+        do_refit = self.refit is not False and self.refit_share > 0
+        fits = [clone(self.estimator).set_params(**params) for params in candidates]
+        self._check_diagnostics(fits, candidates)
+        stability_bounds, refit_bound, plan_delta = self._stability_budget(fits, do_refit)
         X, y = indexable(X, y)
         y_array = column_or_1d(y, warn=True)
         if not hasattr(y, "iloc"):
@@ -388,9 +507,9 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             if classes.shape[0] < 2:
                 raise ValueError("y has 1 class; a classifier search needs at least two.")
 
-        generator = self._generator()
-        coins = uniform_(torch.empty(n, dtype=torch.float64), generator).numpy()
-        validation = coins <= self.validation_fraction
+        K = len(candidates)
+        generator, fit_seeds = self._randomness(K + 1)
+        validation = bernoulli_split(n, self.validation_fraction, generator).numpy()
         train = ~validation
         if validation.sum() < 1 or train.sum() < 2:
             raise ValueError(
@@ -399,10 +518,9 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                 "another fraction."
             )
 
-        K = len(candidates)
-        do_refit = self.refit is not False and self.refit_share > 0
         share_refit = self.refit_share if do_refit else 0.0
-        mu = gdp_mu(self.epsilon, self.delta)
+        growth = math.exp(self.epsilon)
+        mu = gdp_mu(self.epsilon, plan_delta)
         mu_candidate = mu * math.sqrt((1.0 - share_refit) / K)
         mu_selection = mu * math.sqrt(1.0 - share_refit)
         mu_refit = mu * math.sqrt(share_refit)
@@ -412,13 +530,18 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         scale = 1.0
         for attempt in range(_MAX_ATTEMPTS):
             fitted = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_candidate)(self.estimator, p, mu_candidate * scale, self.step_shares,
-                                        X_train, y_train, train_params)
-                for p in candidates
+                delayed(_fit_candidate)(self.estimator, p, seed, mu_candidate * scale,
+                                        self.step_shares, X_train, y_train, train_params)
+                for p, seed in zip(candidates, fit_seeds)
             )
-            spent_ = [_events(est) for est, _, _ in fitted]
+            spent_ = [_events(est) for est, _ in fitted]
+            _check_stability([extra for _, extra in spent_], stability_bounds)
             candidate_event = _compose([event for event, _ in spent_])
-            eps_candidates = compute_epsilon(candidate_event, self.delta)
+            stability_candidates = sum(extra for _, extra in spent_)
+            # the events get what the stability terms leave of delta (the
+            # refit's at their bound: it is fitted after the selection)
+            event_delta = self.delta - growth * (stability_candidates + refit_bound)
+            eps_candidates = compute_epsilon(candidate_event, event_delta)
             if eps_candidates <= self.epsilon:
                 break
             # GDP split too optimistic for these mechanisms: shrink and redo
@@ -435,18 +558,18 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
 
         # ---- private selection on the validation part
         X_val = _index(X, validation)
-        eps_selection = gdp_epsilon(mu_selection, self.delta)
+        eps_selection = gdp_epsilon(mu_selection, event_delta)
         if regression:
             predictions = np.stack([
                 np.asarray(est.predict(X_val), dtype=np.float64).reshape(-1)
-                for est, _, _ in fitted
+                for est, _ in fitted
             ])
             losses = sorted({m.loss for m in metrics.values()}, reverse=True)
             moments = any(m.needs_moments for m in metrics.values())
             sums, stats = error_sums(predictions, y_values[validation], losses, error_bound,
                                      y_bounds, moments)
             noisy_sums, noisy_stats, selection_report = release_error_sums(
-                sums, stats, error_bound, eps_selection, self.delta, generator)
+                sums, stats, error_bound, eps_selection, event_delta, generator)
             scores = loss_scores(noisy_sums, noisy_stats, metrics, y_bounds)
             selection_noise = {LOSS_RELEASES[loss]: selection_report.scale(LOSS_RELEASES[loss])
                                for loss in losses}
@@ -454,14 +577,14 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             selection_std = selection_noise[LOSS_RELEASES[losses[0]]]
         else:
             predictions = np.stack([
-                np.searchsorted(classes, np.asarray(est.predict(X_val))) for est, _, _ in fitted
+                np.searchsorted(classes, np.asarray(est.predict(X_val))) for est, _ in fitted
             ])
             n_groups = 1 if group_labels is None else len(group_labels)
             counts = confusion_histograms(
                 predictions, y_codes[validation],
                 None if groups is None else groups[validation], len(classes), n_groups,
             )
-            noisy, selection_report = release_histograms(counts, eps_selection, self.delta,
+            noisy, selection_report = release_histograms(counts, eps_selection, event_delta,
                                                          generator)
             scores = histogram_scores(noisy, classes, metrics)
             selection_std = selection_report.scale(RELEASE)
@@ -485,15 +608,16 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         eps_train, eps_val = eps_candidates, float(selection_report.epsilon)
         if do_refit:
             for attempt in range(_MAX_ATTEMPTS):
-                best, refit_budgets, refit_time = _fit_candidate(
-                    self.estimator, self.best_params_, mu_refit, self.step_shares, X, y,
-                    fit_params,
+                best, refit_budgets = _fit_candidate(
+                    self.estimator, self.best_params_, fit_seeds[K], mu_refit, self.step_shares,
+                    X, y, fit_params,
                 )
                 refit_event, refit_extra = _events(best)
+                _check_stability([refit_extra], [refit_bound])
                 train_event = _compose([candidate_event, refit_event])
                 val_event = _compose([selection_report.dp_event, refit_event])
-                eps_train = compute_epsilon(train_event, self.delta)
-                eps_val = compute_epsilon(val_event, self.delta)
+                eps_train = compute_epsilon(train_event, event_delta)
+                eps_val = compute_epsilon(val_event, event_delta)
                 worst = max(eps_train, eps_val)
                 if worst <= self.epsilon:
                     break
@@ -503,21 +627,22 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                     f"The refit does not fit in the budget (epsilon {worst:.4g} > "
                     f"{self.epsilon}); lower refit_share."
                 )
-            self.best_estimator_ = best
-            self.refit_time_ = refit_time
+            self.best_estimator_ = _drop_fit_times(best)
         elif self.refit is not False:
-            self.best_estimator_ = fitted[self.best_index_][0]
-            self.refit_time_ = 0.0
+            self.best_estimator_ = _drop_fit_times(fitted[self.best_index_][0])
 
         # ---- accounting: the larger of the two parts
         # stability deltas of private category choices (DPOneHotEncoder
-        # without candidates) add exp(epsilon) times their sum
-        delta_train = self.delta + math.exp(eps_train) * (
-            sum(extra for _, extra in spent_) + refit_extra)
-        delta_val = self.delta + math.exp(eps_val) * refit_extra
+        # without candidates) add exp(epsilon) times their sum; the training
+        # part holds every fit's, so its sum bounds both parts'
+        stability_train = stability_candidates + refit_extra
+        delta_train = event_delta + math.exp(eps_train) * stability_train
+        delta_val = event_delta + math.exp(eps_val) * refit_extra
         binding = "training" if eps_train >= eps_val else "validation"
         self.epsilon_ = max(eps_train, eps_val)
-        self.delta_ = max(delta_train, delta_val)
+        self.event_delta_ = event_delta
+        self.selection_delta_ = stability_train
+        self.delta_ = event_delta + math.exp(self.epsilon_) * stability_train
         self.dp_event_ = train_event if binding == "training" else val_event
         self.budget_split_ = {
             "epsilon": float(self.epsilon),
@@ -532,17 +657,19 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                 "selection": 1.0 - share_refit,
                 "refit": share_refit,
             },
-            "candidate_epsilons": [dict(budgets) for _, budgets, _ in fitted],
-            "candidate_epsilon": gdp_epsilon(mu_candidate * scale, self.delta),
+            "candidate_epsilons": [dict(budgets) for _, budgets in fitted],
+            "candidate_epsilon": gdp_epsilon(mu_candidate * scale, event_delta),
             "selection_epsilon": float(selection_report.epsilon),
             "selection_noise_std": float(selection_std),
             "selection_noise_stds": {k: float(v) for k, v in selection_noise.items()},
             "error_bound": error_bound,
             "refit_epsilons": dict(refit_budgets),
-            "refit_epsilon": gdp_epsilon(mu_refit, self.delta) if do_refit else 0.0,
+            "refit_epsilon": gdp_epsilon(mu_refit, event_delta) if do_refit else 0.0,
+            "event_delta": event_delta,
             "training_part": {"epsilon": eps_train, "delta": delta_train,
-                              "dp_event": train_event},
-            "validation_part": {"epsilon": eps_val, "delta": delta_val, "dp_event": val_event},
+                              "stability_delta": stability_train, "dp_event": train_event},
+            "validation_part": {"epsilon": eps_val, "delta": delta_val,
+                                "stability_delta": refit_extra, "dp_event": val_event},
             "binding_part": binding,
         }
         if self.verbose:
@@ -640,9 +767,15 @@ _DOC_PARAMS = """
     epsilon : float, default=1.0
         Budget of the whole search: candidate fits, selection and refit.
     delta : float, default=1e-5
+        Total delta of the search. Steps that choose their categories
+        without candidates (``DPOneHotEncoder(categories="private")``)
+        may each release a category that one record holds with probability
+        up to their own ``delta / 2``; ``exp(epsilon)`` times these, for
+        every fit, must fit within ``delta`` (else ``fit`` raises a
+        ``ValueError``), and the events get the rest.
     validation_fraction : float in (0, 1), default=0.2
         Probability that a record goes to the validation part (an
-        independent coin per record).
+        independent coin per record, :func:`~skdp.privacy.bernoulli_split`).
     error_bound : float or None, default=None
         Regressors only: public bound ``b`` (in units of ``y``) to which each
         validation error ``|prediction - y|`` is clipped before the sums are
@@ -675,9 +808,12 @@ _DOC_PARAMS = """
         Candidates fitted in parallel (joblib).
     random_state : int, RandomState or None, default=None
         Seeds the split and the selection noise (and the parameter sampler
-        of the randomized search). None draws them from the operating
-        system's CSPRNG. The candidates' own ``random_state`` is left as
-        given.
+        of the randomized search), and every fit: each step of each
+        candidate's fit and of the refit gets a seed of its own derived from
+        it, whatever its own ``random_state`` (so that no two fits share
+        noise; the grid may not set ``random_state``). None draws all of
+        them from the operating system's CSPRNG (the fits' steps get
+        ``random_state=None``).
     verbose : int, default=0
 """
 
@@ -689,7 +825,9 @@ _DOC_ATTRIBUTES = """
         ``mean_test_<name>`` (= ``split0_test_<name>``: one held-out split)
         and ``rank_test_<name>``. Every score is a private release (from the
         noisy histogram). Fit and score times are not reported (they are
-        side channels on the data).
+        side channels on the data): there is no ``refit_time_``, unlike
+        ``GridSearchCV``, and the steps of ``best_estimator_`` have no
+        ``fit_time_``.
     best_index_, best_params_ : int, dict
     best_score_ : float
         Noisy score of the chosen candidate (not with a callable refit).
@@ -699,7 +837,18 @@ _DOC_ATTRIBUTES = """
     epsilon_, delta_ : float
         Privacy of everything the search released: the larger of the
         training part's and the validation part's epsilons (parallel
-        composition), each the accountant's epsilon of that part's events.
+        composition), each the accountant's epsilon of that part's events at
+        ``event_delta_``; ``delta_ = event_delta_ + exp(epsilon_) *
+        selection_delta_ <= delta``.
+    event_delta_ : float
+        The delta at which the events are read: ``delta`` less
+        ``exp(epsilon)`` times the stability deltas (the refit's at their
+        bound, ``delta / 2`` of each such step); ``delta`` when no step
+        chooses categories without candidates.
+    selection_delta_ : float
+        Sum of the stability deltas of every fit (the training part's, which
+        holds every fit; 0 without such steps), as in
+        :class:`~skdp.preprocessing.DPOneHotEncoder`.
     dp_event_ : dp_accounting.DpEvent
         The composed event of the part whose epsilon is ``epsilon_``
         (``budget_split_["binding_part"]``). Each record is in one part, so
@@ -710,10 +859,10 @@ _DOC_ATTRIBUTES = """
         step epsilons, the selection's epsilon and noise (``selection_noise_std``:
         of the histograms or of the squared-error sums; ``selection_noise_stds``:
         of every selection release; ``error_bound``: regressors' clip bound),
-        the refit's, and each part's epsilon, delta and event.
+        the refit's, ``event_delta``, and each part's epsilon, delta,
+        stability delta and event.
     n_candidates_ : int
     multimetric_ : bool
-    refit_time_ : float
 """
 
 

@@ -1,11 +1,12 @@
 """The privacy engine shared by every skdp estimator.
 
-Poisson sampling, per-sample gradient clipping (a closed form for linear and
-softmax models, ``torch.func`` for any module), Gaussian and Laplace noise,
-and accounting on dp-accounting events. A :class:`ReleasePlan` turns what a
-fit releases (sensitivities, mechanisms, budget shares) into noise scales and
-one accounted event; it is the only place where noise is calibrated. Sampling and noise draw from a
-seeded ``torch.Generator`` or, for unpredictable randomness, from a
+Poisson sampling, splits by a coin per record, per-sample gradient clipping
+(a closed form for linear and softmax models, ``torch.func`` for any module),
+Gaussian and Laplace noise, and accounting on dp-accounting events. A
+:class:`ReleasePlan` turns what a fit releases (sensitivities, mechanisms,
+budget shares) into noise scales and one accounted event; it is the only
+place where noise is calibrated. Sampling and noise draw from a seeded
+``torch.Generator`` or, for unpredictable randomness, from a
 :class:`SecureGenerator` backed by the operating system's CSPRNG.
 """
 
@@ -43,7 +44,7 @@ from ._plan import (
     silo_summary,
 )
 from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
-from ._sampling import PoissonSampler
+from ._sampling import PoissonSampler, bernoulli_split
 from ._spent import spent
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "silo_summary",
     "NoiseStream",
     "PoissonSampler",
+    "bernoulli_split",
     "SecureGenerator",
     "exponential_",
     "is_secure",

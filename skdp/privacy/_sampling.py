@@ -1,7 +1,9 @@
-"""Poisson subsampling of training rows, driven by a ``torch.Generator`` or a
+"""Poisson subsampling of training rows, and the split of records into two
+parts by a coin per record, driven by a ``torch.Generator`` or a
 :class:`~skdp.privacy.SecureGenerator`."""
 
 import math
+from numbers import Integral, Real
 
 import torch
 
@@ -85,3 +87,50 @@ class PoissonSampler:
         # bit-identical to taking log1p(-V) of the torch.rand value V = 1 - U.
         gaps = torch.log1p(u.sub_(1.0))
         return gaps.div_(math.log1p(-self.sampling_rate)).floor_().add_(1.0)
+
+
+def bernoulli_split(n_samples, fraction, generator):
+    """Put each record in a part by a coin of its own.
+
+    Record ``i`` is in the part (``mask[i]`` is True) when the ``i``-th
+    uniform drawn from ``generator`` is at most ``fraction``: with
+    probability ``fraction``, independently of every other record and of
+    the data. Adding or removing a record adds or removes its coin and
+    changes no other record's part, so the two parts are disjoint by
+    construction under add/remove-one neighbours. A split by position (the
+    first ``round(fraction * n)`` records of a permutation) has no such
+    property: adding a record moves others between the parts. The size of
+    the part is random, ``Binomial(n_samples, fraction)``.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of records, at least 0.
+    fraction : float in (0, 1)
+        Probability that a record is in the part.
+    generator : torch.Generator or SecureGenerator
+        Source of the coins: seeded for reproducible experiments, or the
+        operating system's CSPRNG. The mask is on its device.
+
+    Returns
+    -------
+    mask : torch.Tensor of bool, shape (n_samples,)
+        True for the records in the part.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import bernoulli_split
+    >>> mask = bernoulli_split(10_000, 0.2, torch.Generator().manual_seed(0))
+    >>> mask.dtype, tuple(mask.shape)
+    (torch.bool, (10000,))
+    >>> round(float(mask.double().mean()), 2)
+    0.2
+    """
+    if not (isinstance(n_samples, Integral) and n_samples >= 0):
+        raise ValueError(f"n_samples must be an integer >= 0, got {n_samples!r}.")
+    if not (isinstance(fraction, Real) and 0 < fraction < 1):
+        raise ValueError(f"fraction must be a probability in (0, 1), got {fraction!r}.")
+    coins = torch.empty(int(n_samples), dtype=torch.float64, device=generator.device)
+    # uniforms on (0, 1]: P(U <= fraction) = fraction
+    return uniform_(coins, generator) <= float(fraction)

@@ -38,9 +38,10 @@ class Spent(NamedTuple):
         step learnt from the data without privacy.
     delta : float
         Total delta: the target delta of the composed event, plus
-        ``exp(epsilon)`` times the stability deltas of the steps that select
-        categories without a candidate list (see
-        :class:`~skdp.preprocessing.DPOneHotEncoder`).
+        ``exp(epsilon)`` times the stability deltas (``selection_delta_``) of
+        the steps that select categories without a candidate list (see
+        :class:`~skdp.preprocessing.DPOneHotEncoder`, and a private search
+        whose fits hold such steps).
     dp_event : dp_accounting.DpEvent
         ``ComposedDpEvent`` of the steps' events (``NoOpDpEvent`` when no
         step spent anything; a ``NonPrivateDpEvent`` is included for every
@@ -83,6 +84,17 @@ def _is_fitted(estimator):
     return True
 
 
+def _event_delta(step):
+    """Delta at which a fitted step's ``dp_event_`` is read: the delta of its
+    privacy report (skdp estimators and preprocessing), or a private
+    search's ``event_delta_``. Neither includes the stability deltas, which
+    are no part of the event."""
+    report = getattr(step, "privacy_report_", None)
+    if report is not None:
+        return float(report.delta)
+    return float(getattr(step, "event_delta_", step.delta_))
+
+
 def _learns_nothing(estimator):
     """Stateless steps: a FunctionTransformer, or an estimator whose fitted
     attributes only describe the input's schema."""
@@ -107,7 +119,12 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
     PLD accountant is tight, up to its pessimistic discretization), so the
     total never exceeds the sum of the budgets the steps were given, and is
     usually well below it. Pass ``delta`` to read the composed event at
-    another target instead.
+    another target instead. Stability deltas (``selection_delta_``: private
+    category choices without candidates) are no part of any event: they are
+    added to the total delta, times ``exp(epsilon)``. A fitted private
+    search (:class:`~skdp.model_selection.PrivateGridSearchCV`) is a step
+    like any other: its event is read at its ``event_delta_``, so that
+    ``spent`` of it alone gives its own ``(epsilon_, delta_)``.
 
     Steps that learn nothing from the data are fine: ``"passthrough"``,
     ``"drop"``, a ``FunctionTransformer``, unfitted steps (e.g. a
@@ -187,8 +204,7 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
             if event == dpa.NoOpDpEvent():
                 continue
             events.append(event)
-            report = getattr(step, "privacy_report_", None)
-            deltas.append(float(report.delta if report is not None else step.delta_))
+            deltas.append(_event_delta(step))
             selection_delta += float(getattr(step, "selection_delta_", 0.0))
         elif not _learns_nothing(step):
             steps.append((name, math.inf, 0.0))
