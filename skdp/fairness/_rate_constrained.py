@@ -376,6 +376,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     >>> gap = demographic_parity_difference(y, clf.predict(X), sensitive_features=group)
     """
 
+    #: Parameters that make ``fit`` keep exact, non-private diagnostics of
+    #: the training data (a private search refuses them).
+    __skdp_non_private_params__ = ("record_gradient_norms",)
+
     _parameter_constraints = {
         **BaseDPClassifier._parameter_constraints,
         "constraint": [str, list, tuple, object],

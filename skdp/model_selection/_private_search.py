@@ -102,10 +102,6 @@ _MIN_STEP_EPSILON = 1e-4
 #: Times the fits are redone with a smaller share if the accountant's
 #: epsilon of what was fitted exceeds the budget (not seen in practice).
 _MAX_ATTEMPTS = 3
-#: Parameters of skdp estimators that make ``fit`` store exact, non-private
-#: diagnostics of the training data in the fitted model. A step declares
-#: its own in ``__skdp_non_private_params__``.
-NON_PRIVATE_DIAGNOSTICS = ("record_gradient_norms",)
 
 
 def _best_has(attr):
@@ -317,12 +313,11 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
     @staticmethod
     def _check_diagnostics(fits, candidates):
         """Refuse steps set to store exact, non-private diagnostics of the
-        training data (:data:`NON_PRIVATE_DIAGNOSTICS`, or a step's
+        training data (the parameters a step's class lists in
         ``__skdp_non_private_params__``): the search would release them."""
         for fit, params in zip(fits, candidates):
             for path, step in leaf_steps(fit):
-                names = NON_PRIVATE_DIAGNOSTICS + tuple(
-                    getattr(type(step), "__skdp_non_private_params__", ()))
+                names = getattr(type(step), "__skdp_non_private_params__", ())
                 values = step.get_params(deep=False)
                 for name in names:
                     if values.get(name):
