@@ -94,7 +94,7 @@ def test_binary_decision_function_is_one_dimensional(data):
     scores = clf.decision_function(X)
     assert scores.shape == (3000,)
     np.testing.assert_array_equal(clf.predict(X), clf.classes_[(scores > 0).astype(int)])
-    np.testing.assert_allclose(scores, X @ clf.coef_[0] + clf.intercept_[0])
+    np.testing.assert_allclose(scores, X @ clf.coef_[0] + clf.intercept_[0], atol=1e-12)
 
 
 def test_same_random_state_same_fit(data):

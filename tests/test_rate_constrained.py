@@ -536,7 +536,9 @@ def test_expected_denominators_without_noise_are_exact(biased):
     clf = DPRateConstrainedClassifier(
         epsilon=None, denominator="expected", max_epochs=1, random_state=0
     ).fit(X, y, sensitive_features=group)
-    np.testing.assert_allclose(clf.expected_sizes_, clf.sampling_rate_ * np.bincount(group))
+    # one float32 product and one cast: two roundings
+    np.testing.assert_allclose(clf.expected_sizes_, clf.sampling_rate_ * np.bincount(group),
+                               rtol=2.5e-7)
 
 
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
@@ -757,7 +759,7 @@ def test_nothing_left_out_without_privacy(small_groups):
         X, y, sensitive_features=group)
     assert clf.excluded_groups_.size == 0 and len(clf.constraint_names_) == 8
     np.testing.assert_allclose(
-        clf.expected_sizes_[[0, 2, 4, 6]], clf.sampling_rate_ * np.bincount(group))
+        clf.expected_sizes_[[0, 2, 4, 6]], clf.sampling_rate_ * np.bincount(group), rtol=2.5e-7)
 
 
 def test_all_constraints_left_out_trains_unconstrained():

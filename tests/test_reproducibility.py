@@ -9,8 +9,10 @@
 
 Other CPUs are stood in for by the kernel paths this machine can take: torch's
 dispatch (``ATEN_CPU_CAPABILITY=default`` runs its generic kernels instead of
-the AVX2/AVX-512 ones) and MKL's (``MKL_ENABLE_INSTRUCTIONS=AVX2``), each fit
-in a fresh process.
+the AVX2/AVX-512 ones) and MKL's (``MKL_ENABLE_INSTRUCTIONS=AVX2``, which
+takes another path on Intel CPUs with AVX-512, and ``MKL_CBWR=COMPATIBLE``,
+MKL's portable kernels, which differ on any x86 CPU), each fit in a fresh
+process.
 """
 
 import os
@@ -71,13 +73,14 @@ KERNEL_PATHS = {
     "two threads": {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
     "torch generic kernels": {"ATEN_CPU_CAPABILITY": "default"},
     "MKL AVX2 kernels": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "MKL compatible kernels": {"MKL_CBWR": "COMPATIBLE"},
 }
 
 
 def _fit_in_a_fresh_process(tmp_path, name, env_changes):
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY",
-                        "MKL_ENABLE_INSTRUCTIONS")}
+                        "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")}
     env.update(env_changes)
     path = tmp_path / f"{name.replace(' ', '_')}.pkl"
     subprocess.run([sys.executable, "-c", FITS, str(path)], env=env, check=True, timeout=300)
@@ -101,7 +104,8 @@ def test_same_seed_machine_and_threads_give_the_same_model_bit_for_bit(tmp_path,
                                           err_msg=f"{name}: {key}")
 
 
-@pytest.mark.parametrize("path", ["one thread", "torch generic kernels", "MKL AVX2 kernels"])
+@pytest.mark.parametrize("path", ["one thread", "torch generic kernels", "MKL AVX2 kernels",
+                                  "MKL compatible kernels"])
 def test_other_threads_and_kernels_agree_within_the_stated_tolerance(runs, path):
     reference, other = runs["two threads"], runs[path]
     assert {f["threads"] for f in runs["one thread"].values()} == {1}

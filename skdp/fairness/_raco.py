@@ -371,7 +371,7 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
                 f"elapsed {time.perf_counter() - start:.2f}s"
             )
     hist_all = torch.stack(hists)
-    batch_size = hist_all.sum((1, 2))
+    batch_size = hist_all.sum((1, 2), dtype=torch.float64)
     clipped = torch.stack(clipped_counts).to(dtype)
     if noise.private:
         clipped += gaussian_noise(clipped, noise.clip_count, generator)
