@@ -92,19 +92,19 @@ def fitted_arrays(estimator):
     out = {}
 
     def visit(name, value):
-        if hasattr(value, "get_params") and hasattr(value, "fit"):
+        if isinstance(value, Pipeline):
+            for step_name, step in value.steps:
+                visit(f"{name}.{step_name}", step)
+        elif hasattr(value, "get_params") and hasattr(value, "fit"):
             for key, item in vars(value).items():
                 if key.endswith("_") and not key.startswith("_"):
                     visit(f"{name}.{key}", item)
-        elif isinstance(value, Pipeline):
-            for step_name, step in value.steps:
-                visit(f"{name}.{step_name}", step)
         elif isinstance(value, dict):
             for key, item in value.items():
                 visit(f"{name}[{key!r}]", item)
-        elif isinstance(value, (list, tuple)) and value and all(
-                isinstance(v, (float, int, np.floating, np.ndarray)) for v in value):
-            visit(name, np.asarray(value, dtype=np.float64))
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                visit(f"{name}[{index}]", item)
         elif isinstance(value, (float, np.floating)) or (
                 isinstance(value, np.ndarray) and value.dtype.kind == "f"):
             out[name] = np.array(value, dtype=np.float64)
