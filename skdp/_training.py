@@ -28,6 +28,9 @@ def one_torch_thread():
     True
     """
     previous = torch.get_num_threads()
+    if previous == 1:  # nothing to change (and nothing to pay in a step loop)
+        yield
+        return
     torch.set_num_threads(1)
     try:
         yield
