@@ -1,8 +1,9 @@
 """skdp: differentially private scikit-learn estimators with constraints."""
 
+from . import federated, model_selection  # noqa: F401  (federated registers the Flower engine)
+from .bilevel import DPBilevelLogisticRegression, DPBilevelRidge
 from .fairness import DPFERMIClassifier, DPRateConstrainedClassifier
 from .linear_model import DPSGDClassifier, DPSGDRegressor
-from .model_selection import DPBilevelLogisticRegression, DPBilevelRidge
 from .robust import DPDROClassifier, DPDRORegressor
 
 __version__ = "0.1.0.dev0"

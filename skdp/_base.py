@@ -9,7 +9,6 @@ import math
 import os
 import time
 import warnings
-from contextlib import contextmanager
 from numbers import Integral, Real
 
 import numpy as np
@@ -24,7 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._groups import _is_dataframe, encode_groups, select_columns
-from ._training import one_torch_thread
+from ._training import training_threads
 from .models import make_backend, make_mlp
 from .privacy import ACCOUNTANTS, NEIGHBORING, InitialRelease, SecureGenerator, gaussian_noise
 
@@ -288,19 +287,10 @@ class BaseDPEstimator(BaseEstimator):
         self._is_linear = module is None
         return make_backend(X_t, n_outputs, module)
 
-    @contextmanager
     def _training_threads(self, device):
-        """Train linear models on CPU with one torch thread, restored after.
-
-        Their per-step tensors are tiny, so intra-op threads bring nothing on
-        an idle machine (measured on Adult) and stall every op when the cores
-        are shared (e.g. GridSearchCV with n_jobs, or other processes).
-        """
-        if not (self._is_linear and device.type == "cpu"):
-            yield
-            return
-        with one_torch_thread():
-            yield
+        """The thread policy of :func:`skdp._training.training_threads` for
+        this fit's model (one thread for linear models on the CPU)."""
+        return training_threads(self._is_linear, device)
 
     def _prepare_training(self, X, n_outputs=None):
         """The generator, device, feature tensor and model backend of one fit.

@@ -6,8 +6,8 @@ import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdp.model_selection import DPBilevelLogisticRegression, DPBilevelRidge, dp_loc_gd
-from skdp.model_selection._bilevel import _DPBilevelMixin
-from skdp.model_selection._bilevel_solvers import Problem, Regularizer, exact_solve, regularizer
+from skdp.bilevel._estimator import _DPBilevelMixin
+from skdp.bilevel._solvers import Problem, Regularizer, exact_solve, regularizer
 from skdp.models import SquaredLossHead, WeightedHead
 from skdp.privacy import clipped_linear_sum, compute_epsilon
 

@@ -13,7 +13,7 @@ import torch
 
 from skdp import DPFERMIClassifier
 from skdp.datasets import make_fair_classification
-from skdp.fairness._fermi import SiloRandomness
+from skdp.fairness.fermi.protocol import SiloRandomness
 from skdp.federated import (
     DirectTransport,
     FederatedError,
@@ -71,7 +71,7 @@ def test_every_silo_and_server_computation_runs_on_one_thread(monkeypatch):
     """What makes the engines agree by construction on any machine: a silo's
     round (in process or remote) and the server's step run on one torch
     thread, whatever the process's thread count."""
-    from skdp.fairness import _fermi
+    from skdp.fairness.fermi import _trainer as _fermi
 
     seen = {"silo": [], "server": []}
     silo_step, server_step = _fermi.silo_step, _fermi.server_step
@@ -167,7 +167,7 @@ def test_silo_policy_refuses_seeds_large_budgets_and_no_noise():
 
 def _attack_settings(n_features, **changes):
     """Public settings a (malicious) server sends, as DPFERMIClassifier does."""
-    from skdp.fairness._dp_fermi import PROTOCOL
+    from skdp.fairness.fermi.protocol import PROTOCOL
 
     settings = {
         "protocol": PROTOCOL, "epsilon": 1.0, "delta": 1e-5, "accountant": "pld",

@@ -1,5 +1,5 @@
 """DP-FERMI / SteFFLe: ERMI algebra, privacy invariants, trainer, estimator,
-silo splits (skdp.fairness._ermi, _fermi, _dp_fermi; skdp.datasets.make_silos)."""
+silo splits (skdp.fairness.fermi: _ermi, _trainer, protocol, _estimator; skdp.datasets.make_silos)."""
 
 import math
 import warnings
@@ -13,7 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdp import DPFERMIClassifier
 from skdp.datasets import make_fair_classification, make_silos
-from skdp.fairness._ermi import (
+from skdp.fairness.fermi._ermi import (
     default_w_radius,
     empirical_priors,
     ermi,
@@ -30,14 +30,8 @@ from skdp.fairness._ermi import (
     w_gradient_replace_sensitivity,
     w_gradient_sq_table,
 )
-from skdp.fairness._fermi import (
-    Broadcast,
-    FermiConfig,
-    FermiNoise,
-    SiloContext,
-    SiloData,
-    silo_step,
-)
+from skdp.fairness.fermi._trainer import FermiConfig, SiloContext, SiloData, silo_step
+from skdp.fairness.fermi.protocol import Broadcast, FermiNoise
 from skdp.metrics import demographic_parity_difference
 from skdp.models import make_backend
 from skdp.privacy import PrivacyBudgetError, make_accountant

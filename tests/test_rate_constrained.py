@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from skdp import DPRateConstrainedClassifier, DPSGDClassifier
 from skdp.datasets import make_fair_classification
 from skdp.fairness._compiled import make_constraints
-from skdp.fairness._raco import RacoConfig, RacoNoise, RateConstrainedHead, train_raco
+from skdp.fairness.raco._trainer import RacoConfig, RacoNoise, RateConstrainedHead, train_raco
 from skdp.metrics import demographic_parity_difference
 from skdp.models import LinearBackend, ModuleBackend
 from skdp.privacy import PLD_DISCRETIZATION, PoissonSampler
@@ -264,7 +264,7 @@ def test_unseen_group_in_constraint_values(biased):
 )
 def test_batch_histogram_l1_sensitivity(n, n_classes, n_cells, rates, temperature, seed):
     """The trainer's histogram moves by at most 1 in l1 when one record leaves."""
-    from skdp.fairness._raco import batch_histogram
+    from skdp.fairness.raco._trainer import batch_histogram
 
     gen = torch.Generator().manual_seed(seed)
     logits_t = torch.randn(n_classes, n, generator=gen, dtype=torch.float64) * 5
@@ -480,7 +480,7 @@ def test_l1_orthant_projection(values, radius):
     """Matches a brute-force projection (scipy) onto {lam >= 0, sum lam <= r}."""
     from scipy.optimize import minimize
 
-    from skdp.fairness._raco import project_l1_orthant
+    from skdp.fairness.raco._trainer import project_l1_orthant
 
     v = np.asarray(values)
     got = project_l1_orthant(torch.as_tensor(v), radius).numpy()
@@ -633,7 +633,7 @@ def test_gradient_norm_diagnostics(biased):
 
 
 def test_part_heads_add_up_to_the_lagrangian_head():
-    from skdp.fairness._raco import _PartHead
+    from skdp.fairness.raco._trainer import _PartHead
 
     gen = torch.Generator().manual_seed(1)
     logits_t = torch.randn(3, 9, generator=gen, dtype=torch.float64)
@@ -702,7 +702,7 @@ def small_groups():
 def test_small_groups_are_left_out_privately(small_groups):
     import dp_accounting as dpa
 
-    from skdp.fairness._rate_constrained import _set_noise_ratio
+    from skdp.fairness.raco._estimator import _set_noise_ratio
 
     X, y, group = small_groups
     clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=5, random_state=0)

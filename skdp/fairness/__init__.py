@@ -1,4 +1,8 @@
-"""Fairness rate constraints and the private rate-constrained classifier."""
+"""Private fair learning: the rate-constraint language shared by fairness
+algorithms (builders, :class:`RateConstraint`, compiled constraint tensors),
+and the algorithms built on it, each in its own package: RaCO-DP
+(:mod:`.raco`, :class:`DPRateConstrainedClassifier`) and DP-FERMI
+(:mod:`.fermi`, :class:`DPFERMIClassifier`)."""
 
 from ._builders import (
     DemographicParity,
@@ -9,10 +13,10 @@ from ._builders import (
     PositiveRateBound,
 )
 from ._compiled import CompiledConstraints, make_constraints
-from ._dp_fermi import DPFERMIClassifier
 from ._rate_constraint import RateConstraint
-from ._rate_constrained import DPRateConstrainedClassifier
 from ._subsets import Subset
+from .fermi._estimator import DPFERMIClassifier
+from .raco import DPRateConstrainedClassifier
 
 __all__ = [
     "CompiledConstraints",

@@ -1,8 +1,9 @@
 """Federated engines for DP-FERMI: the silos on Flower.
 
-The silo step and the server step live with the trainer
-(:mod:`skdp.fairness._fermi`) and import no Flower; this package only moves
-their messages. Flower is imported lazily, inside the engines, so that
+The silo's computation, the server's side of a fit and the protocol between
+them live in :mod:`skdp.fairness.fermi` and import no Flower; this package
+only moves their messages, and registers ``engine="flower-simulation"``
+with :class:`~skdp.DPFERMIClassifier`. Flower is imported lazily, inside the engines, so that
 ``import skdp`` never needs it (``pip install skdp[federated]`` adds it).
 
 * :class:`FermiSilo`, :class:`SiloPolicy`: one silo's side (its records,
@@ -13,10 +14,14 @@ their messages. Flower is imported lazily, inside the engines, so that
 * ``skdp.federated.app``: the Flower ServerApp and ClientApp.
 """
 
+from ..fairness.fermi import register_engine
 from ._local import LocalFederation, save_silo, write_localhost_certificates
 from ._server import fit_federated
 from ._silo import FermiSilo, SiloPolicy, SiloRefusal
+from ._simulation import fit_in_simulation
 from ._transport import DirectTransport, FederatedError, SiloTransport
+
+register_engine("flower-simulation", fit_in_simulation)
 
 __all__ = [
     "DirectTransport",

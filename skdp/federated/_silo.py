@@ -18,14 +18,19 @@ import math
 import numpy as np
 import torch
 
-from ..fairness._dp_fermi import PROTOCOL, silo_noise, silo_privacy_report
-from ..fairness._ermi import fairness_strata, record_cells
-from ..fairness._fermi import (
-    PRIVACY_UNITS,
+from ..fairness.fermi import (
     FermiConfig,
-    SiloRandomness,
     SiloWorker,
+    fairness_strata,
+    record_cells,
     silo_group_counts,
+)
+from ..fairness.fermi.protocol import (
+    PRIVACY_UNITS,
+    PROTOCOL,
+    SiloRandomness,
+    silo_noise,
+    silo_privacy_report,
 )
 from ..models import make_mlp
 
@@ -330,7 +335,7 @@ class FermiSilo:
         return float(settings["sampling_rate"])
 
     def _worker(self, settings, n_cells):
-        """This silo's :class:`~skdp.fairness._fermi.SiloWorker` (cached)."""
+        """This silo's :class:`~skdp.fairness.fermi.SiloWorker` (cached)."""
         key = ("worker", settings["n_classes"], tuple(settings["hidden_layer_sizes"]), n_cells)
         if key not in self._cache:
             X_t = torch.as_tensor(np.array(self.X, dtype=np.float32), device=self.device)

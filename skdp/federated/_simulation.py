@@ -3,6 +3,7 @@
 import os
 import warnings
 
+from ..fairness.fermi import train_on_silos
 from ._silo import FermiSilo, SiloPolicy
 from ._transport import FederatedError
 
@@ -19,20 +20,25 @@ def import_flower():
         ) from exc
 
 
-def fit_in_simulation(estimator, data, n_groups):
-    """Fit ``estimator`` with each silo a Flower ``ClientApp`` in Flower's
-    simulation engine, and the server a ``ServerApp`` in this process.
+def fit_in_simulation(run, data, make_backend, device, *, module=None, options=None):
+    """Fit with each silo a Flower ``ClientApp`` in Flower's simulation
+    engine, and the server a ``ServerApp`` in this process: the
+    ``engine="flower-simulation"`` of :class:`~skdp.DPFERMIClassifier`.
 
     Parameters
     ----------
-    estimator : DPFERMIClassifier
-        Validated by ``fit`` (classes, groups and silos encoded).
+    run : skdp.fairness.fermi.FermiRun
     data : list of (X, y_codes, group_codes), one per silo, in silo order
-    n_groups : int
+    make_backend : callable ``(X_t, n_outputs) -> backend``
+    device : torch.device
+    module : callable or None
+        The estimator's ``module`` (each silo builds its own copy).
+    options : dict or None
+        The estimator's ``engine_options``.
 
     Returns
     -------
-    estimator : the fitted estimator
+    skdp.fairness.fermi.FermiFit
     """
     import_flower()
     from flwr.serverapp import Grid, ServerApp
@@ -40,7 +46,7 @@ def fit_in_simulation(estimator, data, n_groups):
 
     from ._flower import FlowerTransport, engine_options, make_client_app
 
-    timeouts, rest = engine_options(estimator.engine_options)
+    timeouts, rest = engine_options(options)
     backend_config = rest.pop("backend_config", {"client_resources": {"num_cpus": 1}})
     if rest:
         raise ValueError(
@@ -48,9 +54,9 @@ def fit_in_simulation(estimator, data, n_groups):
             "and backend_config."
         )
     silos = [
-        FermiSilo(X, y, g, silo=j, name=str(label), policy=SiloPolicy.permissive(),
-                  encoded=True, module=estimator.module, device=estimator.device)
-        for j, ((X, y, g), label) in enumerate(zip(data, estimator.silos_))
+        FermiSilo(X, y, g, silo=j, name=name, policy=SiloPolicy.permissive(), encoded=True,
+                  module=module, device=device)
+        for j, ((X, y, g), name) in enumerate(zip(data, run.silo_names))
     ]
 
     def get_silo(context):
@@ -64,8 +70,7 @@ def fit_in_simulation(estimator, data, n_groups):
     def main(grid: Grid, context) -> None:
         try:
             transport = FlowerTransport(grid, len(silos), **timeouts)
-            estimator._train_on_silos(transport, n_groups)
-            outcome["fitted"] = True
+            outcome["fit"] = train_on_silos(run, transport, make_backend, device)
         except BaseException as exc:  # handed back to fit, raised there
             outcome["error"] = exc
 
@@ -77,7 +82,7 @@ def fit_in_simulation(estimator, data, n_groups):
                        verbose_logging=False)
     if "error" in outcome:
         raise outcome["error"]
-    if not outcome.get("fitted"):
+    if "fit" not in outcome:
         raise FederatedError("the Flower simulation ended before the fit finished; no model "
                              "was fitted (see Flower's log above).")
-    return estimator
+    return outcome["fit"]

@@ -6,7 +6,7 @@ here imports Flower."""
 import numpy as np
 import torch
 
-from ..fairness._fermi import SiloMessages
+from ..fairness.fermi.protocol import SiloMessages
 
 
 class FederatedError(RuntimeError):
@@ -14,7 +14,8 @@ class FederatedError(RuntimeError):
 
 
 class SiloTransport:
-    """Base of the transports used by ``DPFERMIClassifier._train_on_silos``.
+    """Base of the transports of :func:`skdp.fairness.fermi.train_on_silos`
+    (through :meth:`skdp.DPFERMIClassifier.fit_silos`).
 
     Subclasses implement ``_call(phase, requests, round_index)``: send
     ``requests[j]`` (a dict) to silo ``j`` for every silo, and return the
@@ -40,11 +41,10 @@ class SiloTransport:
     def setup(self, settings):
         return self._call("setup", [{"settings": settings}] * len(self.sizes), None)
 
-    def backend(self, estimator, n_classes, seed, device):
+    def backend(self, make_backend, n_features, n_classes, device):
         """The server's model: no rows, only parameters."""
-        empty = torch.zeros((0, int(estimator.n_features_in_)), dtype=torch.float32,
-                            device=device)
-        return estimator._make_backend(empty, n_classes, seed)
+        empty = torch.zeros((0, int(n_features)), dtype=torch.float32, device=device)
+        return make_backend(empty, n_classes)
 
     def exchange(self, backend, config, priors):
         priors = np.asarray(priors, dtype=np.float64)

@@ -28,8 +28,6 @@ import pickle
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from ._simulation import import_flower
 
 import_flower()
@@ -37,9 +35,9 @@ import_flower()
 from flwr.app import Context  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 
-from ._flower import FlowerTransport, make_client_app  # noqa: E402
-from ._server import fit_federated  # noqa: E402
-from ._silo import FermiSilo, SiloPolicy  # noqa: E402
+from ..fairness import DPFERMIClassifier  # noqa: E402
+from ._flower import FlowerTransport  # noqa: E402
+from .client import client_app, load_silo  # noqa: E402, F401  (the app's ClientApp)
 
 #: Run config keys of the ServerApp and their defaults.
 RUN_CONFIG = {
@@ -53,30 +51,6 @@ RUN_CONFIG = {
     "node-timeout": 120.0,
 }
 
-_SILOS = {}
-
-
-def load_silo(node_config):
-    """The :class:`FermiSilo` of a SuperNode, from its node config (cached
-    per process)."""
-    if "data-path" not in node_config:
-        raise ValueError(
-            "this SuperNode has no data-path in its --node-config; start it with "
-            "--node-config 'partition-id=0 data-path=\"/path/silo.npz\"'."
-        )
-    key = (str(node_config["data-path"]), int(node_config.get("partition-id", 0)))
-    if key not in _SILOS:
-        with np.load(key[0], allow_pickle=False) as data:
-            X, y = data["X"], data["y"]
-            sensitive = data["sensitive"] if "sensitive" in data.files else None
-        _SILOS[key] = FermiSilo(
-            X, y, sensitive, silo=key[1], name=node_config.get("silo-name", key[1]),
-            policy=SiloPolicy.from_node_config(node_config),
-        )
-    return _SILOS[key]
-
-
-client_app = make_client_app(lambda context: load_silo(context.node_config))
 server_app = ServerApp()
 
 
@@ -84,7 +58,6 @@ server_app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """Fit on the connected silos and write the fitted estimator to the run
     config's ``output`` (only once fitted: a failed run writes nothing)."""
-    from ..fairness._dp_fermi import DPFERMIClassifier
     from ._flower import fast_object_pulls
 
     fast_object_pulls()
@@ -95,8 +68,8 @@ def main(grid: Grid, context: Context) -> None:
         grid, int(config["n-silos"]), round_timeout=float(config["round-timeout"]),
         node_timeout=float(config["node-timeout"]),
     )
-    fit_federated(
-        estimator, transport, classes=json.loads(config["classes"]),
+    estimator.fit_silos(
+        transport, classes=json.loads(config["classes"]),
         groups=json.loads(config["groups"]), n_features=int(config["n-features"]),
     )
     output = Path(config["output"])
@@ -126,7 +99,7 @@ publisher = "skdp"
 
 [tool.flwr.app.components]
 serverapp = "skdp.federated.app:server_app"
-clientapp = "skdp.federated.app:client_app"
+clientapp = "skdp.federated.client:client_app"
 
 [tool.flwr.app.config]
 {config}

@@ -3,7 +3,7 @@
 ``python -m skdp.federated.supernode [flower-supernode options]`` runs
 Flower's own SuperNode (``flower-supernode``, same options) in
 ``--isolation process`` mode, and answers each request, as soon as the
-node has stored it, with the installed ``skdp.federated.app:client_app`` in
+node has stored it, with the installed ``skdp.federated.client:client_app`` in
 the SuperNode's own process (:func:`answer_in_node`). Flower's default
 (``--isolation subprocess``) starts a new Python process per message, which
 imports Flower, torch and skdp and reloads the silo's data every round;
@@ -103,7 +103,7 @@ class _RoundPacedSleeps:
 
 def answer_in_node(state, object_store):
     """Answer this node's pending ClientApp task in this thread, with the
-    installed ``skdp.federated.app:client_app``: the task is claimed,
+    installed ``skdp.federated.client:client_app``: the task is claimed,
     activated and finished in the node's own state, the request read from
     and the reply written to its object store -- what Flower's ClientApp
     process does through the node's Runtime API, without the HTTP round
@@ -119,7 +119,7 @@ def answer_in_node(state, object_store):
     from flwr.supercore.task_identity import TaskIdentity
     from flwr.supernode.start_client_internal import _insert_message
 
-    from .app import client_app
+    from .client import client_app
 
     claimed = acquire_task(AcquireTaskRequest(supported_task_types=[_CLIENT_APP_TASK],
                                               agentapp_fab_hashes=[]), state)

@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval
 from .._base import BaseDPClassifier
 from ..models import CrossEntropyHead
 from ..privacy import BatchReleases, Release, ReleasePlan
-from ._trainer import DPSGDConfig, train_dpsgd
+from .._training import DPSGDConfig, train_dpsgd
 
 
 class _DPSGDMixin:

@@ -1,8 +1,9 @@
 """Model selection for fair and private learning: refit rules, private
-hyperparameter search, and the privacy spent by ordinary searches."""
+hyperparameter search, the privacy spent by ordinary searches, and (from
+:mod:`skdp.bilevel`) the bilevel tuners that choose a regularization
+strength inside one private fit."""
 
-from ._bilevel import DPBilevelLogisticRegression, DPBilevelRidge  # noqa: I001
-from ._dp_loc_gd import dp_loc_gd
+from ..bilevel import DPBilevelLogisticRegression, DPBilevelRidge, dp_loc_gd
 from ._private_search import PrivateGridSearchCV, PrivateRandomizedSearchCV
 from ._privacy_spent import TrainingSpent, privacy_spent
 from ._refit import best_within

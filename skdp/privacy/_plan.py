@@ -38,7 +38,7 @@ multiplier ``z / sqrt(s)`` for a Gaussian release.
 """
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import dp_accounting as dpa
 import numpy as np

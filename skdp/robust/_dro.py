@@ -7,10 +7,9 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from scipy.optimize import brentq, minimize_scalar
+from scipy.optimize import brentq
 from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from .._base import BaseDPClassifier, BaseDPRegressor
 from ..privacy import BatchReleases, PrivacyBudgetError, Release, ReleasePlan

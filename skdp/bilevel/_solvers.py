@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .._training import SmoothedL1Penalty
-from ..linear_model._trainer import DPSGDConfig, train_dpsgd
+from .._training import DPSGDConfig, train_dpsgd
 from ..models import CrossEntropyHead, LinearBackend, SquaredLossHead, WeightedHead
 from ..privacy import BatchReleases, Release, gaussian_noise
 from ._dp_loc_gd import LocGDConfig, run_loc_gd

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .._training import TailAverage, gradient_noise_stream, make_optimizer, noisy_update
-from ..privacy import NoiseStream, PoissonSampler, gaussian_noise
-from ._rates import dual_quantities
+from ..._training import TailAverage, gradient_noise_stream, make_optimizer, noisy_update
+from ...privacy import NoiseStream, PoissonSampler, gaussian_noise
+from .._rates import dual_quantities
 
 
 def _cross_entropy(logits, onehot):
@@ -146,7 +146,7 @@ def project_l1_orthant(values, radius):
     Examples
     --------
     >>> import torch
-    >>> from skdp.fairness._raco import project_l1_orthant
+    >>> from skdp.fairness.raco._trainer import project_l1_orthant
     >>> project_l1_orthant(torch.tensor([3.0, 1.0, -1.0]), 2.0)
     tensor([2., 0., 0.])
     """

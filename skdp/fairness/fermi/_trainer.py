@@ -14,7 +14,7 @@ The loop is split the way a federated deployment splits it:
   a descent step on the model and a projected ascent step on ``W``.
 
 Nothing here imports Flower or scikit-learn; noise scales come from the
-estimator's release plan.
+silos' release plans (:mod:`.protocol`).
 """
 
 import copy
@@ -26,38 +26,23 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
-from .._training import TailAverage, make_optimizer, one_torch_thread
-from ..models._backends import LinearBackend, make_backend
-from ..privacy import PoissonSampler, SecureGenerator, clip_factors, gaussian_noise
-from ..privacy._random import normal_
+from ..._training import TailAverage, make_optimizer, one_torch_thread
+from ...models._backends import LinearBackend, make_backend
+from ...privacy import PoissonSampler, clip_factors, gaussian_noise
+from ...privacy._random import normal_
 from ._ermi import project_frobenius, w_gradient_from_sums
+from .protocol import (
+    PRIORS_ROUND,
+    Broadcast,
+    FermiNoise,
+    SiloMessages,
+    theta_noise_factor,
+)
 
-PRIVACY_UNITS = ("record", "sensitive_attribute")
 SCHEDULES = ("constant", "cosine", "step")
 
 
 # ------------------------------------------------------------------ config
-@dataclass(frozen=True)
-class FermiNoise:
-    """Gaussian noise standard deviations of each silo's releases, on sums.
-
-    ``theta``: on the clipped model-gradient sum (of ``loss + lam * psi``
-    for ``privacy_unit="record"``; for ``"sensitive_attribute"`` the scale
-    of the clipped ``psi`` sum, which :class:`SiloContext` multiplies by
-    ``max(lam, 1)``); ``w``: on the clipped W-gradient sum;
-    ``monitor``: on the sum of the normalized monitoring vectors. Tuples with
-    one value per silo; None everywhere for non-private training.
-    """
-
-    theta: tuple = None
-    w: tuple = None
-    monitor: tuple = None
-
-    @property
-    def private(self):
-        return self.theta is not None
-
-
 @dataclass(frozen=True)
 class FermiConfig:
     """Settings of one DP-FERMI run, built by the estimator.
@@ -141,39 +126,6 @@ class FermiConfig:
 
 
 @dataclass
-class Broadcast:
-    """What the server sends each silo every round besides the model.
-
-    ``W`` (M, k, l), ``inv_sqrt`` = 1/sqrt(priors) (M, k), and ``tables``
-    (2 l, M k + 1), class-major lookups by ERMI cell: rows ``0 .. l-1`` the
-    coefficients of ``psi + 1 = <F, c>``
-    (:func:`~skdp.fairness._ermi.ermi_coefficients`), rows ``l .. 2l-1`` the
-    table of per-record W-gradient norms
-    (:func:`~skdp.fairness._ermi.w_gradient_sq_table`).
-    """
-
-    W: torch.Tensor
-    inv_sqrt: torch.Tensor
-    tables: torch.Tensor = None
-
-    def refresh(self):
-        n_strata, n_groups, n_classes = self.W.shape
-        n_cells = n_strata * n_groups
-        if self.tables is None:
-            self.tables = self.W.new_zeros((2 * n_classes, n_cells + 1))
-        inv = self.inv_sqrt.unsqueeze(-1)
-        col_sq = (self.W * self.W).sum(1, keepdim=True)
-        cross = self.W * inv * 2.0
-        # ermi_coefficients: 2 W / sqrt(pi) - |W_u|^2; w_gradient_sq_table:
-        # 1 / pi - 2 W / sqrt(pi) + |W_u|^2 (same values, fewer passes)
-        self.tables[:n_classes, :n_cells] = (cross - col_sq).view(n_cells, n_classes).T
-        self.tables[n_classes:, :n_cells] = (
-            (inv * inv - cross + col_sq).clamp_(min=0.0).view(n_cells, n_classes).T
-        )
-        return self
-
-
-@dataclass
 class SiloData:
     """Per-record tensors of the silos' rows, class-major.
 
@@ -196,18 +148,6 @@ class SiloData:
         return cls(torch.cat([sq_x[None], inside[None], onehot.T]).contiguous(), cells)
 
 
-@dataclass
-class SiloMessages:
-    """Noisy messages of ``N`` silos, each already divided by the silo's
-    expected batch size: ``theta`` (list aligned with the model parameters,
-    each with a leading silo axis), ``w`` (N, M, k, l) and ``monitor``
-    (N, 3): normalized mean loss, mean psi and clipped fraction."""
-
-    theta: list
-    w: torch.Tensor
-    monitor: torch.Tensor
-
-
 class SiloContext:
     """Constants of the silo step for a run: ``1 / b_j`` and each release's
     noise standard deviation per silo, as tensors (built once)."""
@@ -225,73 +165,6 @@ class SiloContext:
                 theta = tuple(theta_noise_factor(config.privacy_unit, config.lam) * s
                               for s in theta)
             self.stds = [tensor(theta)] * n_theta_parts + [tensor(noise.w), tensor(noise.monitor)]
-
-
-# ------------------------------------------------------------ randomness
-#: Round index of a silo's one-off release of noisy group counts.
-PRIORS_ROUND = -1
-
-
-class SiloRandomness:
-    """One silo's source of sampling and noise, round by round.
-
-    Seeded (``seed`` an int): round ``r`` of silo ``j`` draws from a torch
-    generator seeded from ``(seed, j, r)`` through numpy's ``SeedSequence``,
-    so a silo needs no state between rounds and every engine (in process,
-    Flower simulation, Flower deployment) draws the same batches and noise.
-    ``seed=None``: every round draws from the operating system's CSPRNG
-    (:class:`~skdp.privacy.SecureGenerator`); nothing can replay it, not even
-    the server.
-
-    Parameters
-    ----------
-    seed : int or None
-    silo : int
-        Index of the silo (its ``partition-id`` in a Flower federation).
-    device : str or torch.device, default="cpu"
-
-    Examples
-    --------
-    >>> from skdp.fairness._fermi import SiloRandomness
-    >>> import torch
-    >>> def draw(silo, round_index):
-    ...     return torch.empty(2).normal_(generator=SiloRandomness(0, silo).at(round_index))
-    >>> bool((draw(0, 3) == draw(0, 3)).all()), bool((draw(0, 3) == draw(1, 3)).any())
-    (True, False)
-    >>> SiloRandomness(None, 0).secure
-    True
-    """
-
-    def __init__(self, seed, silo, device="cpu"):
-        self.seed = None if seed is None else int(seed)
-        self.silo = int(silo)
-        self.device = torch.device(device)
-        self._secure = SecureGenerator(self.device) if self.seed is None else None
-        self._generator = None
-
-    @property
-    def secure(self):
-        return self.seed is None
-
-    def at(self, round_index):
-        """The generator of round ``round_index`` (``PRIORS_ROUND`` for the
-        group counts released before training)."""
-        if self._secure is not None:
-            return self._secure
-        state = np.random.SeedSequence(
-            [self.seed, self.silo, int(round_index) + 1]
-        ).generate_state(1, dtype=np.uint64)[0]
-        if self._generator is None:
-            self._generator = torch.Generator(device=self.device)
-        # a fresh state each round: the generator object is reused, its
-        # stream is not
-        self._generator.manual_seed(int(state >> np.uint64(1)))
-        return self._generator
-
-
-def silo_randomness(seed, n_silos, device="cpu"):
-    """:class:`SiloRandomness` of silos ``0 .. n_silos - 1``."""
-    return [SiloRandomness(seed, j, device) for j in range(int(n_silos))]
 
 
 def _poisson_step(sampler):
@@ -383,7 +256,7 @@ def theorem_3_3_noise(epsilon, delta, n_rounds, silo_size, batch_size, min_prior
 
     Examples
     --------
-    >>> from skdp.fairness._fermi import theorem_3_3_noise
+    >>> from skdp.fairness.fermi._trainer import theorem_3_3_noise
     >>> t, w = theorem_3_3_noise(1.0, 1e-5, 100, 1000, 100, 0.25, 1.0, 2.0)
     >>> round(w / 100, 4), round(t / w, 4)
     (0.2714, 2.0)
@@ -423,27 +296,6 @@ def _per_silo(values_t, segments, rows):
 
 def _finite(values):
     return values.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
-
-
-def theta_noise_factor(privacy_unit, lam):
-    """Factor of the model-gradient noise scale: 1 for ``"record"``;
-    ``max(|lam|, 1)`` for ``"sensitive_attribute"``.
-
-    With the sensitive-attribute unit the plan's scale is that of the
-    clipped psi sum, which enters the message times ``lam``: ``|lam|`` times
-    the scale protects the group, and the floor at 1 keeps the clipped loss
-    part noised at least as much as its own sensitivity needs, so the
-    message never carries a record's gradient without noise.
-
-    >>> from skdp.fairness._fermi import theta_noise_factor
-    >>> theta_noise_factor("record", 0.0), theta_noise_factor("sensitive_attribute", 0.0)
-    (1.0, 1.0)
-    >>> theta_noise_factor("sensitive_attribute", 3.0)
-    3.0
-    """
-    if privacy_unit == "record":
-        return 1.0
-    return max(abs(float(lam)), 1.0)
 
 
 def _linear_theta_sums(batch, sq_x, e_loss, e_psi, config, segments):

@@ -1,223 +1,22 @@
 """DPFERMIClassifier: DP-FERMI / SteFFLe behind a scikit-learn interface."""
 
-import math
-import time
 import warnings
-from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
-import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import BaseDPClassifier, split_sensitive_columns
-from .._groups import _is_dataframe, encode_groups, select_columns
-from ..privacy import (
-    BatchReleases,
-    InitialRelease,
-    PrivacyBudgetError,
-    Release,
-    ReleasePlan,
-    silo_summary,
-)
-from ._ermi import (
-    FAIRNESS_NOTIONS,
-    default_w_radius,
-    ermi,
-    fairness_strata,
-    record_cells,
-    w_gradient_clip,
-    w_gradient_replace_sensitivity,
-)
-from ._fermi import (
-    PRIVACY_UNITS,
-    SCHEDULES,
-    FermiConfig,
-    FermiNoise,
-    InProcessSilos,
-    priors_from_counts,
-    run_rounds,
-    silo_group_counts,
-    silo_randomness,
-    theorem_3_3_noise,
-)
+from ..._base import BaseDPClassifier, split_sensitive_columns
+from ..._groups import _is_dataframe, encode_groups, select_columns
+from ...privacy import silo_summary
+from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
+from ._server import FermiRun, LocalSilos, engine, train_on_silos
+from ._trainer import SCHEDULES
+from .protocol import PRIVACY_UNITS
 
 #: Engines that move the silos' messages (see :ref:`federated`).
 ENGINES = ("inprocess", "flower-simulation")
-
-#: Version of the public settings a silo accepts (``settings["protocol"]``).
-PROTOCOL = "skdp-dp-fermi/1"
-
-#: Shares of each round's privacy (GDP ``mu^2``) per release: the model
-#: gradient, the W-gradient and the monitoring vector.
-_THETA_SHARE, _W_SHARE, _MONITOR_SHARE = 0.78, 0.2, 0.02
-
-#: Share of the whole budget (GDP ``mu^2``) spent on the one-off noisy group
-#: counts behind ``group_priors="private"``.
-_PRIOR_SHARE = 0.02
-
-#: Per-record clamps of the monitored loss and psi values.
-_LOSS_BOUND, _PSI_BOUND = 5.0, 2.0
-
-
-def _release_sensitivities(privacy_unit, max_grad_norm):
-    """Sensitivities of the releases in the release plan's units, and the
-    plan's neighbouring relation.
-
-    The W-gradient sum is released divided by a per-record bound that
-    depends on the group priors (``w_scale`` of :func:`_w_scale`), so its
-    sensitivity is 1 whatever the priors: the plan can be calibrated before
-    the priors are released, and its noise is then multiplied back.
-
-    ``"record"``: add/remove-one records. The clipped model-gradient sum
-    moves by ``max_grad_norm``, the scaled W-gradient sum by 1, the
-    monitoring sum (three coordinates in [-1, 1]) by ``sqrt(3)`` and the
-    histogram of group counts by 1.
-
-    ``"sensitive_attribute"``: one record's group is replaced (features and
-    label are public). The plan doubles every sensitivity under
-    ``"replace"``, so each is half its replace-one bound: ``psi``'s clipped
-    gradient sum moves by ``2 C`` (passed ``C``), the scaled W-gradient sum
-    by 1, the monitoring sum by at most ``2 sqrt(3)`` and the counts by
-    ``sqrt(2)`` (one count down, one up).
-    """
-    if privacy_unit == "record":
-        return {"theta": max_grad_norm, "w": 1.0, "monitor": math.sqrt(3.0),
-                "group_counts": 1.0}, "add_remove"
-    return {"theta": max_grad_norm, "w": 0.5, "monitor": math.sqrt(3.0),
-            "group_counts": math.sqrt(2.0) / 2.0}, "replace"
-
-
-def _w_scale(privacy_unit, priors, w_clip):
-    """The bound by which the W-gradient sum is divided before release: the
-    per-record clipping bound (``"record"``), or the change of one record's
-    W-gradient when its group is replaced (``"sensitive_attribute"``), never
-    below the clipping bound, so that the noise does not vanish (with one
-    group nothing can be replaced and the change is 0)."""
-    if privacy_unit == "record":
-        return w_clip
-    return max(w_gradient_replace_sensitivity(priors), w_clip)
-
-
-def fermi_release_plan(settings, n_records=None):
-    """The release plan of one DP-FERMI fit from its public settings.
-
-    Per round on each silo's batch: the clipped model-gradient sum, the
-    scaled clipped W-gradient sum and the monitoring sum, one joint
-    mechanism; once before training (``settings["private_priors"]``), the
-    noisy group counts. A silo builds it from the settings the server sends
-    and its own record count (``n_records``), and calibrates its own noise
-    (:func:`silo_privacy_report`).
-
-    Parameters
-    ----------
-    settings : dict
-        ``privacy_unit``, ``max_grad_norm``, ``rounds``, ``sampling_rate``
-        or ``batch_size`` (one of them None), ``private_priors``,
-        ``accountant``.
-    n_records : int or None
-
-    Returns
-    -------
-    skdp.privacy.ReleasePlan
-    """
-    sensitivities, neighboring = _release_sensitivities(
-        settings["privacy_unit"], float(settings["max_grad_norm"])
-    )
-    if settings.get("batch_size") is not None:
-        batch = {"batch_size": float(settings["batch_size"])}  # rate b / n_j in each silo
-    else:
-        batch = {"sampling_rate": float(settings["sampling_rate"])}
-    releases = [
-        Release("theta", sensitivity=sensitivities["theta"], share=_THETA_SHARE),
-        Release("w", sensitivity=sensitivities["w"], share=_W_SHARE),
-        Release("monitor", sensitivity=sensitivities["monitor"], share=_MONITOR_SHARE),
-    ]
-    initial = []
-    if settings["private_priors"]:
-        initial.append(InitialRelease(
-            "group_counts", sensitivity=sensitivities["group_counts"], budget_share=_PRIOR_SHARE,
-        ))
-    return ReleasePlan(
-        BatchReleases(releases, steps=int(settings["rounds"]), **batch), initial=initial,
-        neighboring=neighboring, accountant=settings["accountant"],
-        n_records=None if n_records is None else int(n_records),
-    )
-
-
-def silo_privacy_report(settings, n_records):
-    """What one silo spends: its plan calibrated for its own record count
-    (a non-private report when ``settings["epsilon"]`` is None).
-
-    Raises
-    ------
-    skdp.privacy.PrivacyBudgetError
-        When the budget cannot pay for the rounds.
-    """
-    plan = fermi_release_plan(settings, n_records)
-    if settings["epsilon"] is None:
-        return plan.non_private(float(settings["delta"]))
-    return plan.calibrate(float(settings["epsilon"]), float(settings["delta"]))
-
-
-def silo_noise(settings, scales, priors):
-    """One silo's noise standard deviations on its sums, given the noise
-    scales of its report (``{name: scale}``) and the priors the server broadcasts: the W-gradient noise is the
-    plan's (on sums divided by ``w_scale``) times ``w_scale``, computed by the
-    silo from the same priors it clips with.
-
-    Returns
-    -------
-    (FermiNoise for one silo, w_clip)
-    """
-    priors = np.asarray(priors, dtype=np.float64)
-    w_clip = w_gradient_clip(priors)
-    if settings["epsilon"] is None:
-        return FermiNoise(), w_clip
-    w_scale = _w_scale(settings["privacy_unit"], priors, w_clip)
-    return FermiNoise(theta=(scales["theta"],), w=(scales["w"] * w_scale,),
-                      monitor=(scales["monitor"],)), w_clip
-
-
-class _LocalSilos:
-    """Every silo in this process (``engine="inprocess"``): the transport
-    of :meth:`DPFERMIClassifier._train_on_silos` that computes all silos'
-    messages in one batched pass."""
-
-    def __init__(self, estimator, X, y_codes, group_codes, sizes, n_groups):
-        self.estimator = estimator
-        self.X, self.y_codes = X, y_codes
-        self.sizes = sizes
-        n_classes = len(estimator.classes_)
-        strata, n_strata = fairness_strata(estimator.fairness, y_codes, n_classes)
-        self.cells = record_cells(group_codes, strata, n_groups, n_strata)
-        self.n_cells = n_strata * n_groups
-        self.device = estimator._checked_device()
-        self.cells_t = torch.as_tensor(self.cells, dtype=torch.long, device=self.device)
-        self.randomness = None
-
-    def setup(self, settings):
-        reports = self.estimator._silo_reports(settings, self.sizes)
-        self.randomness = silo_randomness(settings["seed"], len(self.sizes), self.device)
-        counts = [None] * len(self.sizes)
-        if settings["private_priors"]:
-            std = reports[0].scale("group_counts")  # equal for every silo
-            counts = silo_group_counts(self.cells_t, self.sizes, self.n_cells, std,
-                                       self.randomness).cpu().numpy()
-        return [{"report": r, "epsilon": r.epsilon, "counts": c} for r, c in zip(reports, counts)]
-
-    def backend(self, estimator, n_classes, seed, device):
-        X_t = estimator._to_tensor(self.X, device)
-        self.onehot = torch.nn.functional.one_hot(
-            torch.as_tensor(self.y_codes, device=device), n_classes
-        ).to(X_t.dtype)
-        return estimator._make_backend(X_t, n_classes, seed)
-
-    def exchange(self, backend, config, priors):
-        batched = (self.estimator.engine_options or {}).get("batched", True)
-        return InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,
-                              self.randomness, batched=batched, priors=priors)
 
 
 class DPFERMIClassifier(BaseDPClassifier):
@@ -605,16 +404,55 @@ class DPFERMIClassifier(BaseDPClassifier):
         )
         sizes = np.bincount(silo_codes, minlength=self.n_silos_)
         self._warn_single_group_silos(group_codes, silo_codes, n_groups)
+        run, make_backend, device = self._prepare_run()
         if self.engine == "inprocess":
-            silos = _LocalSilos(self, X, y_codes, group_codes, sizes, n_groups)
-            return self._train_on_silos(silos, n_groups)
-        from ..federated._simulation import fit_in_simulation
-
+            batched = (self.engine_options or {}).get("batched", True)
+            transport = LocalSilos(self._to_tensor(X, device), y_codes, group_codes, sizes,
+                                   self.fairness, n_classes, n_groups, device, batched)
+            return self._store_fit(train_on_silos(run, transport, make_backend, device))
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         data = [
             (X[a:b], y_codes[a:b], group_codes[a:b]) for a, b in zip(bounds[:-1], bounds[1:])
         ]
-        return fit_in_simulation(self, data, n_groups)
+        fit = engine(self.engine)(run, data, make_backend, device, module=self.module,
+                                  options=self.engine_options)
+        return self._store_fit(fit)
+
+    def fit_silos(self, transport, *, classes, groups=None, n_features):
+        """Train on remote silos reached through ``transport``, given only
+        public facts.
+
+        The server never sees a record: it knows the public class and group
+        lists, the number of features, and what the silos send (their record
+        counts, their noisy group counts and their noisy gradient sums). See
+        :ref:`federated` (``skdp.federated.fit_federated`` calls this).
+
+        Parameters
+        ----------
+        transport : skdp.federated.SiloTransport
+            Already connected (its ``hello`` done).
+        classes : sequence
+            Labels, in the order of the model's outputs.
+        groups : sequence or None, default=None
+            Sensitive groups, in code order (None: one group, no fairness
+            term).
+        n_features : int
+
+        Returns
+        -------
+        self : DPFERMIClassifier
+        """
+        self._validate_params()
+        self._check_engine()
+        self.classes_ = np.asarray(classes)
+        if len(self.classes_) < 2:
+            raise ValueError(f"classes must list at least two labels; got {list(classes)}.")
+        self.groups_ = None if groups is None or len(groups) == 0 else np.asarray(groups)
+        self.n_features_in_ = int(n_features)
+        self.silos_ = np.asarray(transport.names)
+        self.n_silos_ = len(transport.names)
+        run, make_backend, device = self._prepare_run()
+        return self._store_fit(train_on_silos(run, transport, make_backend, device))
 
     def _check_engine(self):
         if self.engine != "inprocess" and self.noise_calibration == "paper":
@@ -624,110 +462,58 @@ class DPFERMIClassifier(BaseDPClassifier):
                 "against; use engine='inprocess' to reproduce the paper."
             )
 
-    def _silo_settings(self, rounds, rates, n_features, silo_seed):
-        """The public settings every silo receives before training: enough to
-        build its own release plan (with its own record count) and its own
-        step; no data-derived value besides the public silo sizes."""
-        rate_mode = not (isinstance(self.batch_size, Integral) and self.sample_rate is None)
-        return {
-            "protocol": PROTOCOL,
-            "epsilon": None if self.epsilon is None else float(self.epsilon),
-            "delta": float(self.delta),
-            "accountant": self.accountant,
-            "privacy_unit": self.privacy_unit,
-            "max_grad_norm": float(self.max_grad_norm),
-            "lam": float(self.lam),
-            "rounds": int(rounds),
-            "sampling_rate": float(rates[0]) if rate_mode else None,
-            "batch_size": None if rate_mode else int(self.batch_size),
-            "private_priors": bool(self._private_priors()),
-            "fairness": self.fairness,
-            "n_classes": int(len(self.classes_)),
-            "n_groups": int(len(self.groups_)) if self.groups_ is not None else 1,
-            "n_features": int(n_features),
-            "classes": [str(c) for c in self.classes_],
-            "groups": [] if self.groups_ is None else [str(g) for g in self.groups_],
-            "hidden_layer_sizes": [int(h) for h in self.hidden_layer_sizes],
-            "loss_bound": _LOSS_BOUND,
-            "psi_bound": _PSI_BOUND,
-            "seed": None if silo_seed is None else int(silo_seed),
-        }
+    def _prepare_run(self):
+        """The run's public settings, a backend factory and the device.
 
-    def _train_on_silos(self, silos, n_groups):
-        """The server's side of a fit, whatever moves the messages.
-
-        ``silos`` is a transport: ``sizes`` (public record counts in silo
-        order), ``setup(settings)`` (each silo calibrates its own plan and
-        releases its noisy group counts; returns per silo ``report``,
-        ``epsilon`` and ``counts``), ``backend(estimator, n_classes, seed,
-        device)`` and ``exchange(backend, config, priors)`` (a callable
-        ``(step, broadcast) -> SiloMessages``).
+        Draws the seed of the fit (module initialisation, and the silos'
+        randomness when seeded) and validates public group priors.
         """
         n_classes = len(self.classes_)
-        sizes = np.asarray(silos.sizes, dtype=np.int64)
-        self.silo_sizes_ = sizes
+        n_groups = 1 if self.groups_ is None else len(self.groups_)
         n_strata = n_classes if self.fairness == "equalized_odds" else 1
-        rates, batches, rounds = self._sampling(sizes)
         _, seed, device = self._make_generator()
         silo_seed = None if (self.random_state is None or self.secure_rng) else seed
-
-        start = time.perf_counter()
-        settings = self._silo_settings(rounds, rates, self.n_features_in_, silo_seed)
-        expected = self._silo_reports(settings, sizes)
-        replies = silos.setup(settings)
-        reports = self._check_silo_reports(settings, sizes, expected, replies)
-        if self._private_priors():
-            counts = np.stack([np.asarray(r["counts"], dtype=np.float64) for r in replies])
-            floor = 1.0 if self.epsilon is not None else 1e-12
-            priors = priors_from_counts(counts, n_strata, n_groups, floor=floor)
-        else:
-            priors = self._public_priors(n_strata, n_groups, n_classes)
-        self.group_priors_ = priors
-        self.w_radius_ = (
-            default_w_radius(priors, n_classes) if self.w_radius == "auto" else float(self.w_radius)
-        )
-        self.w_clip_ = w_gradient_clip(priors)
-        w_scale = _w_scale(self.privacy_unit, priors, self.w_clip_)
-        if self.noise_calibration == "paper" and self.epsilon is not None:
-            plan = fermi_release_plan(settings)
-            reports = self._paper_reports(plan, reports, sizes, rounds, batches, priors, w_scale)
-        calibration_time = time.perf_counter() - start
-        if self.noise_calibration != "paper":  # paper mode replaced the silos' noise
-            self._check_silo_figures(reports, replies)
-        self._store_silo_reports(reports)
-        noise = FermiNoise()
-        if self.epsilon is not None:
-            noise = FermiNoise(
-                theta=tuple(r.scale("theta") for r in reports),
-                w=tuple(r.scale("w") * w_scale for r in reports),
-                monitor=tuple(r.scale("monitor") for r in reports),
-            )
-        backend = silos.backend(self, n_classes, seed, device)
-        dtype = backend.parameters[0].dtype
-        config = FermiConfig(
-            n_rounds=rounds, silo_sizes=tuple(int(s) for s in sizes),
-            sampling_rates=tuple(rates), lam=float(self.lam),
-            max_grad_norm=float(self.max_grad_norm), w_clip=self.w_clip_,
-            w_radius=self.w_radius_, privacy_unit=self.privacy_unit, noise=noise,
-            learning_rate=self.learning_rate, schedule=self.schedule,
+        public = None
+        if not self._private_priors():
+            public = self._public_priors(n_strata, n_groups, n_classes)
+        run = FermiRun(
+            epsilon=self.epsilon, delta=float(self.delta), accountant=self.accountant,
+            privacy_unit=self.privacy_unit, noise_calibration=self.noise_calibration,
+            max_grad_norm=float(self.max_grad_norm), lam=float(self.lam),
+            fairness=self.fairness, classes=tuple(self.classes_),
+            groups=() if self.groups_ is None else tuple(self.groups_),
+            n_features=int(self.n_features_in_),
+            hidden_layer_sizes=tuple(int(h) for h in self.hidden_layer_sizes),
+            batch_size=self.batch_size, sample_rate=self.sample_rate,
+            max_epochs=self.max_epochs, max_steps=self.max_steps, public_priors=public,
+            w_radius=self.w_radius, learning_rate=self.learning_rate, schedule=self.schedule,
             momentum=self.momentum, optimizer=self.optimizer,
             w_learning_rate=self.w_learning_rate,
             averaging=self.averaging if self.return_iterate == "average" else 0.0,
-            loss_bound=_LOSS_BOUND, psi_bound=_PSI_BOUND, verbose=self.verbose,
+            seed=silo_seed, silo_names=tuple(str(s) for s in self.silos_),
+            verbose=self.verbose,
         )
-        priors_t = torch.as_tensor(priors, dtype=dtype, device=device)
-        start = time.perf_counter()
-        with self._training_threads(device):
-            exchange = silos.exchange(backend, config, priors)
-            history = run_rounds(backend, priors_t, n_classes, config, exchange)
-        W = history.pop("W").cpu().numpy().astype(np.float64)
-        self.W_ = W[0] if n_strata == 1 and self.fairness != "equalized_odds" else W
-        self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
-        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
-        self._store_backend(backend)
-        self.n_steps_ = rounds
-        self.sampling_rates_ = np.asarray(rates, dtype=np.float64)
-        self.batch_sizes_ = np.asarray(batches, dtype=np.float64)
+
+        def make_backend(X_t, n_outputs):
+            return self._make_backend(X_t, n_outputs, seed)
+
+        return run, make_backend, device
+
+    def _store_fit(self, fit):
+        """Fitted attributes from a :class:`~skdp.fairness.fermi.FermiFit`."""
+        self.silo_sizes_ = fit.sizes
+        self.group_priors_ = fit.priors
+        self.w_radius_ = fit.w_radius
+        self.w_clip_ = fit.w_clip
+        self._store_silo_reports(fit.reports)
+        conditional = self.fairness == "equalized_odds"
+        self.W_ = fit.W[0] if fit.W.shape[0] == 1 and not conditional else fit.W
+        self.history_ = fit.history
+        self.fit_time_ = fit.fit_time
+        self._store_backend(fit.backend)
+        self.n_steps_ = fit.rounds
+        self.sampling_rates_ = np.asarray(fit.rates, dtype=np.float64)
+        self.batch_sizes_ = np.asarray(fit.batches, dtype=np.float64)
         self.privacy_unit_ = self.privacy_unit
         self.noise_calibration_ = self.noise_calibration
         return self
@@ -808,104 +594,9 @@ class DPFERMIClassifier(BaseDPClassifier):
                 UserWarning,
             )
 
-    def _sampling(self, sizes):
-        """Per-silo sampling rates and expected batches, and the round count.
-
-        ``sample_rate``, or ``batch_size="auto"``, give every silo the same
-        rate (``"auto"``: the centralized default's rate on all ``n``
-        records, so that N silos take as many rounds as one); an integer
-        ``batch_size`` is each silo's expected batch (rate ``b / n_j``).
-        """
-        n, n_min = int(sizes.sum()), int(sizes.min())
-        rate = self.sample_rate
-        if rate is None and self.batch_size == "auto":
-            rate = min(max(n // 4, 1), max(64, round(12 * math.sqrt(n)))) / n
-        if rate is not None:
-            for label, size in zip(self.silos_, sizes):
-                if rate * size < 1.0 - 1e-9:
-                    where = f"silo {label!r} has" if self.n_silos_ > 1 else "the data has"
-                    raise ValueError(
-                        f"{where} {size} records: the sampling rate {rate:.4g} gives it an "
-                        "expected batch below one record; raise sample_rate (or batch_size), "
-                        "or merge small silos."
-                    )
-            rates = [float(rate)] * len(sizes)
-            reference = float(rate)
-        else:
-            batch = int(self.batch_size)
-            too_small = [(l, s) for l, s in zip(self.silos_, sizes) if s < batch]
-            if too_small:
-                label, size = too_small[0]
-                where = f"silo {label!r} has" if self.n_silos_ > 1 else "the data has"
-                raise ValueError(
-                    f"{where} {size} records, fewer than batch_size={batch}; use batch_size "
-                    f"<= {n_min}, or merge small silos."
-                )
-            rates = [batch / float(s) for s in sizes]
-            reference = batch / float(sizes.mean())
-        if self.max_steps is not None:
-            rounds = int(self.max_steps)
-        else:
-            rounds = max(1, int(round(self.max_epochs / reference)))
-        batches = [q * s for q, s in zip(rates, sizes)]
-        if self.epsilon is not None and self.delta >= 1.0 / n_min:
-            warnings.warn(
-                f"delta={self.delta:g} is not smaller than 1/n for the smallest silo "
-                f"({n_min} records); use delta well below {1.0 / n_min:.3g}.",
-                UserWarning,
-            )
-        return rates, batches, rounds
-
     # ------------------------------------------------------------ privacy
     def _private_priors(self):
         return isinstance(self.group_priors, str) and self.group_priors == "private"
-
-    def _silo_reports(self, settings, sizes):
-        """The report each silo should compute for itself
-        (:func:`silo_privacy_report`), once per distinct sampling rate."""
-        if settings["epsilon"] is None:
-            return [silo_privacy_report(settings, int(n)) for n in sizes]
-        plan = fermi_release_plan(settings)
-        rate_of = {int(n): plan.batches[0].rate(int(n)) for n in sizes}
-        unique = {rate: n for n, rate in rate_of.items()}
-        try:
-            found = {rate: silo_privacy_report(settings, n) for rate, n in unique.items()}
-        except PrivacyBudgetError as exc:
-            raise PrivacyBudgetError(
-                f"epsilon={self.epsilon} cannot pay for {settings['rounds']} rounds on the "
-                f"smallest silo ({int(sizes.min())} records): {exc} Raise epsilon, lower "
-                "max_epochs/max_steps, or merge small silos."
-            ) from exc
-        return [found[rate_of[int(n)]] for n in sizes]
-
-    def _check_silo_reports(self, settings, sizes, expected, replies):
-        """Reports of the noise each silo says it adds: the expected report
-        when the silo's noise scales are the expected ones, else the
-        accountant's report of the silo's scales (a silo may add more)."""
-        reports = []
-        for label, size, report, reply in zip(self.silos_, sizes, expected, replies):
-            if reply.get("report") is not None:  # in process: the very report
-                reports.append(reply["report"])
-                continue
-            noise = reply["noise"]
-            if settings["epsilon"] is None or all(
-                noise.get(name) is not None
-                and math.isclose(noise[name], report.scale(name), rel_tol=1e-12)
-                for name in report.noise
-            ):
-                reports.append(report)
-                continue
-            missing = [name for name in report.noise if noise.get(name) is None]
-            if missing:
-                raise ValueError(
-                    f"silo {label!r} reported no noise for {missing}: it would release "
-                    "them without privacy; check the silo's skdp version."
-                )
-            account = fermi_release_plan(settings, int(size)).account(
-                noise, float(settings["delta"])
-            )
-            reports.append(account)
-        return reports
 
     def _public_priors(self, n_strata, n_groups, n_classes):
         priors = self.group_priors
@@ -973,27 +664,6 @@ class DPFERMIClassifier(BaseDPClassifier):
             )
         return row
 
-    def _paper_reports(self, plan, reports, sizes, rounds, batches, priors, w_scale):
-        """Reports for Theorem 3.3's noise on the model and W-gradients (the
-        other releases keep the plan's calibrated noise), as the accountant
-        certifies them."""
-        warnings.warn(
-            "noise_calibration='paper' uses the closed form of Theorem 3.3, which the "
-            "accountant does not certify (specs/fair_fl.md §3.5): epsilon_ is the accountant's "
-            "value for the noise that ran and may exceed epsilon.",
-            UserWarning,
-        )
-        paper = []
-        for report, size, batch in zip(reports, sizes, batches):
-            theta_std, w_std = theorem_3_3_noise(
-                self.epsilon, self.delta, rounds, int(size), batch, float(priors.min()),
-                self.max_grad_norm, self.w_radius_,
-            )
-            noise = {name: report.scale(name) for name in report.noise}
-            noise.update(theta=theta_std, w=w_std / w_scale)
-            paper.append(replace(plan, n_records=int(size)).account(noise, self.delta))
-        return paper
-
     def _store_silo_reports(self, reports):
         """Per-silo privacy attributes from the reports of the noise that ran
         (the accountant's figures), so ``epsilon_ == max(silo_epsilons_)``."""
@@ -1001,20 +671,6 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.silo_epsilons_ = np.array([r.epsilon for r in reports], dtype=np.float64)
         self.silo_dp_events_ = [r.dp_event for r in reports]
         self._store_privacy_report(silo_summary(reports))
-
-    def _check_silo_figures(self, reports, replies):
-        """Warn when a silo's own epsilon is not the server's replay of its
-        noise (e.g. another dp-accounting version on the silo)."""
-        for label, report, reply in zip(self.silos_, reports, replies):
-            own = reply.get("epsilon")
-            if own is not None and not math.isclose(own, report.epsilon, rel_tol=1e-6):
-                warnings.warn(
-                    f"silo {label!r} reports epsilon={own:.6g}, the server's accountant gives "
-                    f"{report.epsilon:.6g} for the noise it says it added; silo_epsilons_ "
-                    "holds the accountant's figure. Check the skdp and dp-accounting versions "
-                    "on both sides.",
-                    UserWarning,
-                )
 
     # ---------------------------------------------------------- diagnostics
     def ermi_score(self, X, y, *, sensitive_features=None):

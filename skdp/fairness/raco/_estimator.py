@@ -10,9 +10,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import BaseDPClassifier, split_sensitive_columns
-from .._groups import encode_groups
-from ..privacy import (
+from ..._base import BaseDPClassifier, split_sensitive_columns
+from ..._groups import encode_groups
+from ...privacy import (
     BatchReleases,
     InitialRelease,
     PrivacyBudgetError,
@@ -20,9 +20,9 @@ from ..privacy import (
     ReleasePlan,
     gaussian_noise,
 )
-from ._compiled import CompiledConstraints, make_constraints
-from ._rates import evaluate_constraints, evaluate_hard_constraints
-from ._raco import RacoConfig, RacoNoise, train_raco
+from .._compiled import CompiledConstraints, make_constraints
+from .._rates import evaluate_constraints, evaluate_hard_constraints
+from ._trainer import RacoConfig, RacoNoise, train_raco
 
 #: Share of the per-step privacy (in GDP mu^2 terms) given to the clipped-
 #: record count when the noise is calibrated.

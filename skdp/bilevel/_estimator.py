@@ -29,7 +29,7 @@ from ..privacy import (
     ReleasePlan,
     bernoulli_split,
 )
-from ._bilevel_solvers import (
+from ._solvers import (
     REGULARIZERS,
     SOLVERS,
     InnerSolver,

@@ -56,7 +56,7 @@ def fairness_strata(fairness, y_codes, n_classes):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdp.fairness._ermi import fairness_strata
+    >>> from skdp.fairness.fermi._ermi import fairness_strata
     >>> fairness_strata("equalized_odds", np.array([0, 2, 1]), 3)
     (array([0, 2, 1]), 3)
     >>> fairness_strata("equal_opportunity", np.array([0, 1, 1]), 2)
@@ -79,7 +79,7 @@ def record_cells(groups, strata, n_groups, n_strata):
     Examples
     --------
     >>> import torch
-    >>> from skdp.fairness._ermi import record_cells
+    >>> from skdp.fairness.fermi._ermi import record_cells
     >>> record_cells(torch.tensor([0, 1, 1]), torch.tensor([0, 1, -1]), 2, 2)
     tensor([0, 3, 4])
     """
@@ -223,7 +223,7 @@ def w_gradient_bound(priors, radius):
 
     Examples
     --------
-    >>> from skdp.fairness._ermi import w_gradient_bound
+    >>> from skdp.fairness.fermi._ermi import w_gradient_bound
     >>> round(w_gradient_bound([[0.25, 0.75]], 1.0), 6)
     6.0
     """
@@ -245,7 +245,7 @@ def w_gradient_clip(priors):
 
     Examples
     --------
-    >>> from skdp.fairness._ermi import w_gradient_clip
+    >>> from skdp.fairness.fermi._ermi import w_gradient_clip
     >>> w_gradient_clip([[0.25, 0.75]])
     4.0
     """
@@ -264,7 +264,7 @@ def w_gradient_replace_sensitivity(priors):
 
     Examples
     --------
-    >>> from skdp.fairness._ermi import w_gradient_replace_sensitivity
+    >>> from skdp.fairness.fermi._ermi import w_gradient_replace_sensitivity
     >>> round(w_gradient_replace_sensitivity([[0.5, 0.5]]), 6)
     4.0
     """
@@ -283,7 +283,7 @@ def default_w_radius(priors, n_classes):
 
     Examples
     --------
-    >>> from skdp.fairness._ermi import default_w_radius
+    >>> from skdp.fairness.fermi._ermi import default_w_radius
     >>> round(default_w_radius([[0.5, 0.5]], 2), 6)
     2.0
     """
@@ -375,7 +375,7 @@ def ermi(probs, groups, strata, n_groups, n_strata, priors=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdp.fairness._ermi import ermi
+    >>> from skdp.fairness.fermi._ermi import ermi
     >>> probs = np.array([[1.0, 0.0], [0.0, 1.0]])   # prediction = group
     >>> round(ermi(probs, [0, 1], [0, 0], 2, 1), 6)
     1.0
