@@ -32,10 +32,9 @@ from skdp.model_selection import (
     privacy_spent,
 )
 from skdp.model_selection import _private_search, _selection
-from skdp.model_selection._budget import gdp_epsilon
 from skdp.preprocessing import DPOneHotEncoder, DPStandardScaler
 from skdp.privacy import SecureGenerator, bernoulli_split, compute_epsilon, make_accountant, spent
-from skdp.privacy._accounting import gdp_mu
+from skdp.privacy import gdp_epsilon, gdp_mu
 
 GRID = {"learning_rate": [0.2, 1.0]}
 
@@ -411,10 +410,16 @@ def test_private_pipeline_search_on_adult_sample(adult):
 def test_budget_overshoot_is_redone_before_release(data, monkeypatch):
     """If the GDP split over-allocates, the fits are redone with a smaller
     share before anything is released, and the budget holds."""
-    from skdp.model_selection import _budget
+    from skdp.model_selection import _private_search
 
-    generous = _budget.gdp_epsilon
-    monkeypatch.setattr(_budget, "gdp_epsilon", lambda mu, delta: 1.6 * generous(mu, delta))
+    share = _private_search.share_budget
+
+    def generous(estimator, steps, mu, step_shares=None):
+        budgets = {k: 1.6 * v for k, v in share(estimator, steps, mu, step_shares).items()}
+        estimator.set_params(**budgets)
+        return budgets
+
+    monkeypatch.setattr(_private_search, "share_budget", generous)
     X, y, _ = data
     search = _search(refit_share=0.0).fit(X, y)
     assert search.budget_split_["training_part"]["epsilon"] <= 1.0

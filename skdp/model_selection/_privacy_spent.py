@@ -11,8 +11,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from sklearn.base import clone
 
 from ..exceptions import PrivacyLeakWarning
-from ..privacy import PLD_DISCRETIZATION, compute_epsilon, spent
-from ._budget import private_steps
+from ..privacy import PLD_DISCRETIZATION, compute_epsilon, private_steps, spent
 
 __all__ = ["TrainingSpent", "privacy_spent"]
 

@@ -44,6 +44,7 @@ reserves them within ``delta`` before anything is fitted, so that
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import dp_accounting as dpa
@@ -69,18 +70,21 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from ..privacy import SecureGenerator, bernoulli_split, compute_epsilon
-from ..privacy._spent import _is_fitted, _leaves, _learns_nothing
-from ..privacy._accounting import PrivacyBudgetError, _check_budget, gdp_mu
-from ._budget import (
-    _param,
+from ..privacy import (
+    PrivacyBudgetError,
     gdp_epsilon,
+    SecureGenerator,
+    bernoulli_split,
+    compute_epsilon,
     leaf_steps,
+    param_path,
+    plan_search_budget,
     private_steps,
-    set_step_budgets,
+    share_budget,
     stability_delta_bounds,
-    step_weights,
 )
+from ..privacy._accounting import _check_budget
+from ..privacy._spent import _is_fitted, _learns_nothing
 from ._selection import (
     LOSS_RELEASES,
     MOMENTS,
@@ -125,7 +129,7 @@ def _seed_steps(estimator, seed):
     """Give every step of an unfitted fit that has a ``random_state`` a seed
     of its own, derived from the fit's ``seed``; with ``seed=None``,
     ``random_state=None`` (unpredictable randomness)."""
-    paths = [_param(path, "random_state") for path, step in leaf_steps(estimator)
+    paths = [param_path(path, "random_state") for path, step in leaf_steps(estimator)
              if "random_state" in step.get_params(deep=False)]
     if not paths:
         return
@@ -139,7 +143,7 @@ def _seed_steps(estimator, seed):
 def _drop_fit_times(fitted):
     """Remove the steps' ``fit_time_``: fit times are side channels on the
     data."""
-    for _, step in _leaves(fitted, ""):
+    for _, step in leaf_steps(fitted, fitted=True):
         vars(step).pop("fit_time_", None)
     return fitted
 
@@ -164,8 +168,7 @@ def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params):
                 f"Step {path or type(step).__name__!r} uses neighboring={relation!r}; a private "
                 "search accounts every release under add/remove-one neighbours."
             )
-    weights = step_weights(steps, step_shares)
-    budgets = set_step_budgets(candidate, steps, weights, mu)
+    budgets = share_budget(candidate, steps, mu, step_shares)
     small = {k: v for k, v in budgets.items() if v < _MIN_STEP_EPSILON}
     if small:
         raise PrivacyBudgetError(
@@ -185,7 +188,8 @@ def _events(fitted):
     privacy.
     """
     events, selection_delta = [], 0.0
-    for name, step in _leaves(fitted, ""):
+    for path, step in leaf_steps(fitted, fitted=True):
+        name = path or type(step).__name__
         if not _is_fitted(step):
             continue
         if hasattr(step, "dp_event_"):
@@ -234,6 +238,72 @@ def _compose(events):
     if not parts:
         return dpa.NoOpDpEvent()
     return parts[0] if len(parts) == 1 else dpa.ComposedDpEvent(parts)
+
+
+@dataclass
+class _Task:
+    """What a search knows before anything random happens: candidates,
+    scoring, refit and stability budgets, and the validated data."""
+
+    candidates: list
+    metrics: dict
+    multimetric: bool
+    regression: bool
+    error_bound: object
+    y_bounds: object
+    do_refit: bool
+    share_refit: float
+    stability_bounds: list
+    refit_bound: float
+    plan_delta: float
+    X: object
+    y: object
+    n: int
+    fit_params: dict
+    groups: object
+    group_labels: object
+    y_values: object
+    classes: object
+    y_codes: object
+
+    @property
+    def n_candidates(self):
+        return len(self.candidates)
+
+
+@dataclass
+class _CandidateFits:
+    """The candidates' fits on the training part and their accounting."""
+
+    fitted: list
+    event: object
+    epsilon: float
+    event_delta: float
+    stability: float
+    scale: float
+
+
+@dataclass
+class _Selection:
+    """The noisy validation scores and the release behind them."""
+
+    scores: dict
+    report: object
+    std: float
+    noise: dict
+
+
+@dataclass
+class _Refit:
+    """The two parts' events and epsilons once the final model is known."""
+
+    train_event: object
+    val_event: object
+    eps_train: float
+    eps_val: float
+    stability: float
+    budgets: dict
+    mu: float
 
 
 class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
@@ -321,7 +391,7 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                 values = step.get_params(deep=False)
                 for name in names:
                     if values.get(name):
-                        param = _param(path, name)
+                        param = param_path(path, name)
                         source = ("the grid sets it" if param in params
                                   else "the estimator sets it")
                         raise ValueError(
@@ -346,7 +416,7 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         refit_bound = max(bounds) if do_refit else 0.0
         reserved = math.exp(self.epsilon) * (sum(bounds) + refit_bound)
         if reserved >= self.delta:
-            params = ", ".join(_param(path, "delta") for path in sorted(paths))
+            params = ", ".join(param_path(path, "delta") for path in sorted(paths))
             n_fits = len(bounds) + do_refit
             raise ValueError(
                 f"delta={self.delta:g} cannot hold the stability deltas of the steps that "
@@ -454,6 +524,22 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         self : object
         """
         self._validate_params()
+        task = self._prepare(X, y, params)
+        generator, fit_seeds = self._randomness(task.n_candidates + 1)
+        train = self._split(task, generator)
+        budget = plan_search_budget(self.epsilon, task.plan_delta, task.n_candidates,
+                                    task.share_refit)
+        fits = self._fit_candidates(task, train, budget, fit_seeds)
+        selection = self._select_privately(task, ~train, fits, budget, generator)
+        self._store_results(task, selection)
+        refit = self._refit_best(task, fits, selection, budget, fit_seeds[-1])
+        self._store_privacy(task, budget, fits, selection, refit)
+        return self
+
+    # the steps of fit, in order
+    def _prepare(self, X, y, params):
+        """Check the search's settings, the candidates and the data: a
+        :class:`_Task` (nothing random, nothing fitted)."""
         _check_budget(self.epsilon, self.delta)
         regression = is_regressor(self.estimator)
         if not (regression or is_classifier(self.estimator)):
@@ -487,6 +573,7 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         fit_params, routed_groups = self._route(X, params, metrics)
         fit_params = _check_method_params(X, fit_params)
         groups, group_labels = group_codes(metrics, X, routed_groups, n)
+        y_values = classes = y_codes = None
         if regression:
             try:
                 y_values = np.asarray(y_array, dtype=np.float64)
@@ -501,10 +588,19 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             classes, y_codes = np.unique(y_array, return_inverse=True)
             if classes.shape[0] < 2:
                 raise ValueError("y has 1 class; a classifier search needs at least two.")
+        return _Task(
+            candidates=candidates, metrics=metrics, multimetric=multimetric,
+            regression=regression, error_bound=error_bound, y_bounds=y_bounds,
+            do_refit=do_refit, share_refit=self.refit_share if do_refit else 0.0,
+            stability_bounds=stability_bounds, refit_bound=refit_bound, plan_delta=plan_delta,
+            X=X, y=y, n=n, fit_params=fit_params, groups=groups, group_labels=group_labels,
+            y_values=y_values, classes=classes, y_codes=y_codes,
+        )
 
-        K = len(candidates)
-        generator, fit_seeds = self._randomness(K + 1)
-        validation = bernoulli_split(n, self.validation_fraction, generator).numpy()
+    def _split(self, task, generator):
+        """The training part: each record joins the validation part on a coin
+        of its own (:func:`~skdp.privacy.bernoulli_split`)."""
+        validation = bernoulli_split(task.n, self.validation_fraction, generator).numpy()
         train = ~validation
         if validation.sum() < 1 or train.sum() < 2:
             raise ValueError(
@@ -512,165 +608,185 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                 f"training and {int(validation.sum())} validation records; use more data or "
                 "another fraction."
             )
+        return train
 
-        share_refit = self.refit_share if do_refit else 0.0
+    def _fit_candidates(self, task, train, budget, fit_seeds):
+        """Fit every candidate on the training part with its share of the
+        budget; redone with a smaller share if the accountant finds the GDP
+        split too optimistic (nothing is released before)."""
+        X_train, y_train = _index(task.X, train), _index(task.y, train)
+        train_params = _check_method_params(task.X, task.fit_params, np.flatnonzero(train))
         growth = math.exp(self.epsilon)
-        mu = gdp_mu(self.epsilon, plan_delta)
-        mu_candidate = mu * math.sqrt((1.0 - share_refit) / K)
-        mu_selection = mu * math.sqrt(1.0 - share_refit)
-        mu_refit = mu * math.sqrt(share_refit)
-
-        X_train, y_train = _index(X, train), _index(y, train)
-        train_params = _check_method_params(X, fit_params, np.flatnonzero(train))
         scale = 1.0
         for attempt in range(_MAX_ATTEMPTS):
             fitted = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_candidate)(self.estimator, p, seed, mu_candidate * scale,
+                delayed(_fit_candidate)(self.estimator, p, seed, budget.candidate * scale,
                                         self.step_shares, X_train, y_train, train_params)
-                for p, seed in zip(candidates, fit_seeds)
+                for p, seed in zip(task.candidates, fit_seeds)
             )
             spent_ = [_events(est) for est, _ in fitted]
-            _check_stability([extra for _, extra in spent_], stability_bounds)
-            candidate_event = _compose([event for event, _ in spent_])
-            stability_candidates = sum(extra for _, extra in spent_)
+            _check_stability([extra for _, extra in spent_], task.stability_bounds)
+            event = _compose([event for event, _ in spent_])
+            stability = sum(extra for _, extra in spent_)
             # the events get what the stability terms leave of delta (the
             # refit's at their bound: it is fitted after the selection)
-            event_delta = self.delta - growth * (stability_candidates + refit_bound)
-            eps_candidates = compute_epsilon(candidate_event, event_delta)
-            if eps_candidates <= self.epsilon:
+            event_delta = self.delta - growth * (stability + task.refit_bound)
+            epsilon = compute_epsilon(event, event_delta)
+            if epsilon <= self.epsilon:
                 break
             # GDP split too optimistic for these mechanisms: shrink and redo
             # (the events do not depend on the data, so nothing is released)
-            scale *= 0.98 * self.epsilon / eps_candidates
+            scale *= 0.98 * self.epsilon / epsilon
         else:
             raise PrivacyBudgetError(
-                f"The candidates' fits compose to epsilon={eps_candidates:.4g} > "
+                f"The candidates' fits compose to epsilon={epsilon:.4g} > "
                 f"{self.epsilon}; lower the number of candidates or raise epsilon."
             )
         if self.verbose:
-            print(f"[{type(self).__name__}] fitted {K} candidates on {int(train.sum())} "
-                  f"records: epsilon {eps_candidates:.4f} (training part)")
+            print(f"[{type(self).__name__}] fitted {task.n_candidates} candidates on "
+                  f"{int(train.sum())} records: epsilon {epsilon:.4f} (training part)")
+        return _CandidateFits(fitted=fitted, event=event, epsilon=epsilon,
+                              event_delta=event_delta, stability=stability, scale=scale)
 
-        # ---- private selection on the validation part
-        X_val = _index(X, validation)
-        eps_selection = gdp_epsilon(mu_selection, event_delta)
-        if regression:
+    def _select_privately(self, task, validation, fits, budget, generator):
+        """The candidates' noisy scores on the validation part: one noisy
+        release of their confusion histograms (classifiers) or clipped
+        error sums (regressors)."""
+        X_val = _index(task.X, validation)
+        eps_selection = budget.epsilon("selection", fits.event_delta)
+        models = [est for est, _ in fits.fitted]
+        if task.regression:
             predictions = np.stack([
-                np.asarray(est.predict(X_val), dtype=np.float64).reshape(-1)
-                for est, _ in fitted
+                np.asarray(est.predict(X_val), dtype=np.float64).reshape(-1) for est in models
             ])
-            losses = sorted({m.loss for m in metrics.values()}, reverse=True)
-            moments = any(m.needs_moments for m in metrics.values())
-            sums, stats = error_sums(predictions, y_values[validation], losses, error_bound,
-                                     y_bounds, moments)
-            noisy_sums, noisy_stats, selection_report = release_error_sums(
-                sums, stats, error_bound, eps_selection, event_delta, generator)
-            scores = loss_scores(noisy_sums, noisy_stats, metrics, y_bounds)
-            selection_noise = {LOSS_RELEASES[loss]: selection_report.scale(LOSS_RELEASES[loss])
-                               for loss in losses}
-            selection_noise[MOMENTS] = selection_report.scale(MOMENTS)
-            selection_std = selection_noise[LOSS_RELEASES[losses[0]]]
+            losses = sorted({m.loss for m in task.metrics.values()}, reverse=True)
+            moments = any(m.needs_moments for m in task.metrics.values())
+            sums, stats = error_sums(predictions, task.y_values[validation], losses,
+                                     task.error_bound, task.y_bounds, moments)
+            noisy_sums, noisy_stats, report = release_error_sums(
+                sums, stats, task.error_bound, eps_selection, fits.event_delta, generator)
+            scores = loss_scores(noisy_sums, noisy_stats, task.metrics, task.y_bounds)
+            noise = {LOSS_RELEASES[loss]: report.scale(LOSS_RELEASES[loss]) for loss in losses}
+            noise[MOMENTS] = report.scale(MOMENTS)
+            std = noise[LOSS_RELEASES[losses[0]]]
         else:
             predictions = np.stack([
-                np.searchsorted(classes, np.asarray(est.predict(X_val))) for est, _ in fitted
+                np.searchsorted(task.classes, np.asarray(est.predict(X_val))) for est in models
             ])
-            n_groups = 1 if group_labels is None else len(group_labels)
+            n_groups = 1 if task.group_labels is None else len(task.group_labels)
             counts = confusion_histograms(
-                predictions, y_codes[validation],
-                None if groups is None else groups[validation], len(classes), n_groups,
+                predictions, task.y_codes[validation],
+                None if task.groups is None else task.groups[validation], len(task.classes),
+                n_groups,
             )
-            noisy, selection_report = release_histograms(counts, eps_selection, event_delta,
-                                                         generator)
-            scores = histogram_scores(noisy, classes, metrics)
-            selection_std = selection_report.scale(RELEASE)
-            selection_noise = {RELEASE: selection_std}
-        results = self._results(candidates, scores)
-        self.cv_results_ = results
-        self.multimetric_ = multimetric
-        self.n_candidates_ = K
+            noisy, report = release_histograms(counts, eps_selection, fits.event_delta,
+                                               generator)
+            scores = histogram_scores(noisy, task.classes, task.metrics)
+            std = report.scale(RELEASE)
+            noise = {RELEASE: std}
+        return _Selection(scores=scores, report=report, std=std, noise=noise)
 
-        if self.refit is not False or not multimetric:
-            self.best_index_ = self._select(results, multimetric) if (
+    def _store_results(self, task, selection):
+        """``cv_results_`` from the noisy scores, and the choice."""
+        results = self._results(task.candidates, selection.scores)
+        self.cv_results_ = results
+        self.multimetric_ = task.multimetric
+        self.n_candidates_ = task.n_candidates
+        if self.refit is not False or not task.multimetric:
+            self.best_index_ = self._select(results, task.multimetric) if (
                 self.refit is not False) else int(np.nanargmax(results["mean_test_score"]))
-            self.best_params_ = candidates[self.best_index_]
+            self.best_params_ = task.candidates[self.best_index_]
             if not callable(self.refit):
-                key = "score" if not multimetric else self.refit
+                key = "score" if not task.multimetric else self.refit
                 self.best_score_ = float(results[f"mean_test_{key}"][self.best_index_])
 
-        # ---- final model
-        refit_event, refit_extra, refit_budgets = None, 0.0, {}
-        train_event, val_event = candidate_event, selection_report.dp_event
-        eps_train, eps_val = eps_candidates, float(selection_report.epsilon)
-        if do_refit:
+    def _refit_best(self, task, fits, selection, budget, seed):
+        """The final model: the chosen candidate refitted on every record
+        with ``refit_share`` of the budget (or, without a refit share, the
+        chosen candidate's fit on the training part); the events of both
+        parts with it."""
+        refit = _Refit(train_event=fits.event, val_event=selection.report.dp_event,
+                       eps_train=fits.epsilon, eps_val=float(selection.report.epsilon),
+                       stability=0.0, budgets={}, mu=budget.refit)
+        if task.do_refit:
+            mu = budget.refit
             for attempt in range(_MAX_ATTEMPTS):
-                best, refit_budgets = _fit_candidate(
-                    self.estimator, self.best_params_, fit_seeds[K], mu_refit, self.step_shares,
-                    X, y, fit_params,
+                best, budgets = _fit_candidate(
+                    self.estimator, self.best_params_, seed, mu, self.step_shares,
+                    task.X, task.y, task.fit_params,
                 )
-                refit_event, refit_extra = _events(best)
-                _check_stability([refit_extra], [refit_bound])
-                train_event = _compose([candidate_event, refit_event])
-                val_event = _compose([selection_report.dp_event, refit_event])
-                eps_train = compute_epsilon(train_event, event_delta)
-                eps_val = compute_epsilon(val_event, event_delta)
+                event, stability = _events(best)
+                _check_stability([stability], [task.refit_bound])
+                train_event = _compose([fits.event, event])
+                val_event = _compose([selection.report.dp_event, event])
+                eps_train = compute_epsilon(train_event, fits.event_delta)
+                eps_val = compute_epsilon(val_event, fits.event_delta)
                 worst = max(eps_train, eps_val)
                 if worst <= self.epsilon:
                     break
-                mu_refit *= 0.98 * self.epsilon / worst
+                mu *= 0.98 * self.epsilon / worst
             else:
                 raise PrivacyBudgetError(
                     f"The refit does not fit in the budget (epsilon {worst:.4g} > "
                     f"{self.epsilon}); lower refit_share."
                 )
             self.best_estimator_ = _drop_fit_times(best)
+            refit = _Refit(train_event=train_event, val_event=val_event, eps_train=eps_train,
+                           eps_val=eps_val, stability=stability, budgets=budgets, mu=mu)
         elif self.refit is not False:
-            self.best_estimator_ = _drop_fit_times(fitted[self.best_index_][0])
+            self.best_estimator_ = _drop_fit_times(fits.fitted[self.best_index_][0])
+        return refit
 
-        # ---- accounting: the larger of the two parts
+    def _store_privacy(self, task, budget, fits, selection, refit):
+        """``epsilon_``, ``delta_``, ``dp_event_`` and ``budget_split_``: the
+        larger of the two parts."""
         # stability deltas of private category choices (DPOneHotEncoder
         # without candidates) add exp(epsilon) times their sum; the training
         # part holds every fit's, so its sum bounds both parts'
-        stability_train = stability_candidates + refit_extra
-        delta_train = event_delta + math.exp(eps_train) * stability_train
-        delta_val = event_delta + math.exp(eps_val) * refit_extra
-        binding = "training" if eps_train >= eps_val else "validation"
-        self.epsilon_ = max(eps_train, eps_val)
+        event_delta = fits.event_delta
+        stability_train = fits.stability + refit.stability
+        delta_train = event_delta + math.exp(refit.eps_train) * stability_train
+        delta_val = event_delta + math.exp(refit.eps_val) * refit.stability
+        binding = "training" if refit.eps_train >= refit.eps_val else "validation"
+        self.epsilon_ = max(refit.eps_train, refit.eps_val)
         self.event_delta_ = event_delta
         self.selection_delta_ = stability_train
         self.delta_ = event_delta + math.exp(self.epsilon_) * stability_train
-        self.dp_event_ = train_event if binding == "training" else val_event
+        self.dp_event_ = refit.train_event if binding == "training" else refit.val_event
+        K, share_refit = task.n_candidates, task.share_refit
         self.budget_split_ = {
             "epsilon": float(self.epsilon),
             "delta": float(self.delta),
-            "gdp_mu": mu,
+            "gdp_mu": budget.mu,
             "n_candidates": K,
             "validation_fraction": float(self.validation_fraction),
-            "refit": bool(do_refit),
+            "refit": bool(task.do_refit),
             "shares": {  # of the budget, in GDP mu^2
                 "candidates": 1.0 - share_refit,
                 "each_candidate": (1.0 - share_refit) / K,
                 "selection": 1.0 - share_refit,
                 "refit": share_refit,
             },
-            "candidate_epsilons": [dict(budgets) for _, budgets in fitted],
-            "candidate_epsilon": gdp_epsilon(mu_candidate * scale, event_delta),
-            "selection_epsilon": float(selection_report.epsilon),
-            "selection_noise_std": float(selection_std),
-            "selection_noise_stds": {k: float(v) for k, v in selection_noise.items()},
-            "error_bound": error_bound,
-            "refit_epsilons": dict(refit_budgets),
-            "refit_epsilon": gdp_epsilon(mu_refit, event_delta) if do_refit else 0.0,
+            "candidate_epsilons": [dict(budgets) for _, budgets in fits.fitted],
+            "candidate_epsilon": gdp_epsilon(budget.candidate * fits.scale, event_delta),
+            "selection_epsilon": float(selection.report.epsilon),
+            "selection_noise_std": float(selection.std),
+            "selection_noise_stds": {k: float(v) for k, v in selection.noise.items()},
+            "error_bound": task.error_bound,
+            "refit_epsilons": dict(refit.budgets),
+            "refit_epsilon": gdp_epsilon(refit.mu, event_delta) if task.do_refit else 0.0,
             "event_delta": event_delta,
-            "training_part": {"epsilon": eps_train, "delta": delta_train,
-                              "stability_delta": stability_train, "dp_event": train_event},
-            "validation_part": {"epsilon": eps_val, "delta": delta_val,
-                                "stability_delta": refit_extra, "dp_event": val_event},
+            "training_part": {"epsilon": refit.eps_train, "delta": delta_train,
+                              "stability_delta": stability_train,
+                              "dp_event": refit.train_event},
+            "validation_part": {"epsilon": refit.eps_val, "delta": delta_val,
+                                "stability_delta": refit.stability,
+                                "dp_event": refit.val_event},
             "binding_part": binding,
         }
         if self.verbose:
             print(f"[{type(self).__name__}] epsilon_={self.epsilon_:.4f} (training part "
-                  f"{eps_train:.4f}, validation part {eps_val:.4f})")
-        return self
+                  f"{refit.eps_train:.4f}, validation part {refit.eps_val:.4f})")
 
     def _results(self, candidates, scores):
         results = defaultdict(list)

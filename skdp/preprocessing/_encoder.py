@@ -250,6 +250,19 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             return float(self.min_frequency)
         return float(self.min_frequency) * max(float(total), 1.0)
 
+    def _skdp_reads_data(self):
+        """Public categories (a list) read nothing from the data."""
+        return isinstance(self.categories, str)
+
+    def _skdp_stability_delta(self):
+        """Bound on the stability delta of a fit (for a private search's
+        budget): ``delta / 2`` when categories are chosen without
+        candidates, whatever epsilon the search gives; else 0."""
+        if (isinstance(self.categories, str) and self.categories == "private"
+                and self.candidate_categories is None and self.epsilon is not None):
+            return float(self.delta) / 2.0
+        return 0.0
+
     def fit(self, X, y=None):
         """Fix the categories: public, or selected under differential privacy.
 

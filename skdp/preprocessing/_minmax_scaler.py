@@ -117,6 +117,10 @@ class DPMinMaxScaler(BaseDPScaler):
         self.clip = clip
         self.random_state = random_state
 
+    def _skdp_reads_data(self):
+        """Public bounds read nothing from the data."""
+        return self.bounds is None
+
     def fit(self, X, y=None):
         """Set the bounds: public, privately estimated, or (leaking) read.
 

@@ -5,7 +5,10 @@ Poisson sampling, splits by a coin per record, per-sample gradient clipping
 Gaussian and Laplace noise, and accounting on dp-accounting events. A
 :class:`ReleasePlan` turns what a fit releases (sensitivities, mechanisms,
 budget shares) into noise scales and one accounted event; it is the only
-place where noise is calibrated. Sampling and noise draw from a seeded
+place where noise is calibrated. Budgets shared between the fits and steps
+of a workflow (a private search, a pipeline) are planned here too
+(:func:`plan_search_budget`, :func:`share_budget`, in Gaussian-DP units),
+and :func:`spent` composes what a fitted workflow spent. Sampling and noise draw from a seeded
 ``torch.Generator`` or, for unpredictable randomness, from a
 :class:`SecureGenerator` backed by the operating system's CSPRNG.
 """
@@ -18,6 +21,9 @@ from ._accounting import (
     calibrate_noise_multiplier,
     calibrate_steps,
     compute_epsilon,
+    gdp_delta,
+    gdp_epsilon,
+    gdp_mu,
     gdp_to_pure_dp,
     joint_noise_multiplier,
     make_accountant,
@@ -25,6 +31,16 @@ from ._accounting import (
     poisson_gaussian_event,
     poisson_gaussian_step,
     sensitivity_factor,
+)
+from ._budget import (
+    SearchBudget,
+    leaf_steps,
+    param_path,
+    plan_search_budget,
+    private_steps,
+    share_budget,
+    stability_delta_bounds,
+    step_weights,
 )
 from ._clipping import (
     clip_factors,
@@ -77,7 +93,18 @@ __all__ = [
     "calibrate_noise_multiplier",
     "calibrate_steps",
     "compute_epsilon",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu",
     "gdp_to_pure_dp",
+    "SearchBudget",
+    "leaf_steps",
+    "param_path",
+    "plan_search_budget",
+    "private_steps",
+    "share_budget",
+    "stability_delta_bounds",
+    "step_weights",
     "joint_noise_multiplier",
     "pure_dp_to_gdp",
     "make_accountant",

@@ -186,13 +186,11 @@ def _gdp_epsilon(sigma, delta, sampling_rate, steps):
     DP-SGD, mu = q * sqrt(T * (exp(1/sigma^2) - 1)) (Bu et al., 2020), and
     mu-GDP gives delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2).
     """
-    norm = stats.norm
     exponent = min(1.0 / sigma**2, 700.0)
     mu = sampling_rate * math.sqrt(steps * math.expm1(exponent))
 
     def excess(eps):
-        second = math.exp(min(eps + norm.logcdf(-eps / mu - mu / 2), 700.0))
-        return norm.cdf(-eps / mu + mu / 2) - second - delta
+        return gdp_delta(eps, mu) - delta
 
     if excess(0.0) <= 0:
         return 0.0
@@ -445,18 +443,62 @@ def gdp_mu(epsilon, delta):
 
     Examples
     --------
-    >>> from skdp.privacy._accounting import gdp_mu
+    >>> from skdp.privacy import gdp_mu
     >>> round(gdp_mu(1.0, 1e-5), 3)
     0.268
     """
     _check_budget(epsilon, delta)
-    norm = stats.norm
 
     def excess(mu):
-        second = math.exp(min(epsilon + norm.logcdf(-epsilon / mu - mu / 2), 700.0))
-        return norm.cdf(-epsilon / mu + mu / 2) - second - delta
+        return gdp_delta(epsilon, mu) - delta
 
     return float(optimize.brentq(excess, 1e-6, 100.0, xtol=1e-12))
+
+
+def gdp_delta(epsilon, mu):
+    """The smallest delta at which a ``mu``-GDP mechanism is
+    ``(epsilon, delta)``-DP: ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu -
+    mu/2)`` (Dong, Roth & Su, 2022), the one formula behind every Gaussian-DP
+    conversion of skdp (the exponential is computed in log space and capped).
+
+    Examples
+    --------
+    >>> from skdp.privacy import gdp_delta, gdp_mu
+    >>> round(float(gdp_delta(1.0, gdp_mu(1.0, 1e-5))) / 1e-5, 6)
+    1.0
+    """
+    norm = stats.norm
+    second = math.exp(min(epsilon + norm.logcdf(-epsilon / mu - mu / 2), 700.0))
+    return norm.cdf(-epsilon / mu + mu / 2) - second
+
+
+def gdp_epsilon(mu, delta):
+    """Epsilon at which a ``mu``-GDP mechanism is ``(epsilon, delta)``-DP.
+
+    Inverse of :func:`gdp_mu`: solves ``gdp_delta(eps, mu) = delta`` for eps
+    (0 when the mechanism is already ``(0, delta)``-DP). A budgeting aid, as
+    :func:`gdp_mu`.
+
+    Examples
+    --------
+    >>> from skdp.privacy import gdp_epsilon, gdp_mu
+    >>> round(gdp_epsilon(gdp_mu(1.0, 1e-5), 1e-5), 6)
+    1.0
+    """
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be positive and finite, got {mu!r}.")
+
+    def excess(eps):
+        return gdp_delta(eps, mu) - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2.0
+        if hi > 1e4:
+            raise ValueError(f"mu={mu} is too large to express as an epsilon at delta={delta}.")
+    return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
 
 
 def pure_dp_to_gdp(epsilon0):

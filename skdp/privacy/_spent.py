@@ -15,14 +15,13 @@ import warnings
 from typing import NamedTuple
 
 import dp_accounting as dpa
-from sklearn.compose import ColumnTransformer
 from sklearn.exceptions import NotFittedError
-from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import PrivacyLeakWarning
 from ._accounting import ACCOUNTANTS, compute_epsilon
+from ._budget import leaf_steps
 
 #: Fitted attributes that only describe the input's schema (public).
 _SCHEMA_ATTRIBUTES = {"n_features_in_", "feature_names_in_"}
@@ -56,24 +55,6 @@ class Spent(NamedTuple):
     delta: float
     dp_event: object
     steps: tuple
-
-
-def _leaves(estimator, name):
-    """Yield ``(name, step)`` for every leaf estimator of a fitted workflow."""
-    if estimator is None or isinstance(estimator, str):  # "passthrough", "drop"
-        return
-    prefix = f"{name}__" if name else ""
-    if isinstance(estimator, Pipeline):
-        for step_name, step in estimator.steps:
-            yield from _leaves(step, prefix + step_name)
-    elif isinstance(estimator, ColumnTransformer):
-        for step_name, step, _ in getattr(estimator, "transformers_", estimator.transformers):
-            yield from _leaves(step, prefix + step_name)
-    elif isinstance(estimator, FeatureUnion):
-        for step_name, step in estimator.transformer_list:
-            yield from _leaves(step, prefix + step_name)
-    else:
-        yield name or type(estimator).__name__, estimator
 
 
 def _is_fitted(estimator):
@@ -192,7 +173,8 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
         )
 
     events, deltas, selection_delta, steps, leaks = [], [], 0.0, [], []
-    for name, step in _leaves(estimator, ""):
+    for path, step in leaf_steps(estimator, fitted=True):
+        name = path or type(step).__name__
         if not _is_fitted(step):
             continue
         if hasattr(step, "dp_event_"):
