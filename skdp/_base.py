@@ -63,7 +63,112 @@ def split_sensitive_columns(X, sensitive_columns):
 _PREDICT_BLOCK = 4096
 
 
-class BaseDPEstimator(BaseEstimator):
+class PrivateFitMixin:
+    """The privacy side of every skdp ``fit``: the randomness of the fit,
+    spending a release plan under ``(epsilon, delta)`` and storing its
+    report. Shared by the estimators (:class:`BaseDPEstimator`) and the
+    private preprocessing steps.
+
+    Reads ``epsilon``, ``delta`` and ``random_state``, and with ``getattr``
+    the optional ``secure_rng`` (False), ``device`` ("cpu"),
+    ``noise_multiplier`` (None) and ``verbose`` (0).
+    """
+
+    def _make_generator(self):
+        """Generator for sampling and noise, seed for module init, and device.
+
+        Returns ``(generator, seed, device)``.
+
+        - ``random_state=None`` (the default): sampling and noise come from a
+          :class:`~skdp.privacy.SecureGenerator` (the operating system's
+          CSPRNG: no seed, nothing anyone can replay, not even after
+          ``np.random.seed``), and the initialisation seed from
+          ``os.urandom``.
+        - ``random_state`` an int or a ``RandomState``: a torch generator on
+          ``device`` seeded from it, for reproducible experiments; with
+          ``secure_rng=True`` the privacy randomness still comes from the
+          CSPRNG and the seed only initialises the model.
+        """
+        device = self._checked_device()
+        if self.random_state is None:
+            seed = int.from_bytes(os.urandom(8), "little") >> 1
+            return SecureGenerator(device), seed, device
+        rng = check_random_state(self.random_state)
+        seed = int(rng.randint(np.iinfo(np.int32).max))
+        if getattr(self, "secure_rng", False):
+            return SecureGenerator(device), seed, device
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+        return generator, seed, device
+
+    def _checked_device(self):
+        """``torch.device(self.device)``, or a ValueError saying what to use."""
+        try:
+            device = torch.device(getattr(self, "device", "cpu"))
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"device={self.device!r} is not a torch device ({exc}); use 'cpu', or 'cuda' "
+                "on a machine with a CUDA build of torch."
+            ) from exc
+        available = {
+            "cuda": torch.cuda.is_available,
+            "mps": lambda: torch.backends.mps.is_available(),
+        }.get(device.type, lambda: True)
+        if not available():
+            raise ValueError(
+                f"device={self.device!r} is not available here (torch {torch.__version__} "
+                f"finds no {device.type} device); use device='cpu'."
+            )
+        return device
+
+    def _spend(self, plan, *, release="gradient"):
+        """Privacy report of ``plan`` under the estimator's budget.
+
+        Without privacy (``epsilon=None``): a report with epsilon inf. With a
+        fixed ``noise_multiplier``: release ``release`` gets it and the step
+        count is the most the budget affords (up to the planned one).
+        Otherwise the plan's noise is calibrated for the planned steps.
+        """
+        if self.epsilon is None:
+            return plan.non_private(self.delta)
+        if getattr(self, "noise_multiplier", None) is None:
+            return plan.calibrate(self.epsilon, self.delta)
+        report = plan.calibrate_steps(
+            self.epsilon, self.delta, release=release, noise_multiplier=self.noise_multiplier
+        )
+        if report.steps[0] < plan.batches[0].steps and getattr(self, "verbose", 0):
+            print(
+                f"[{type(self).__name__}] budget affords {report.steps[0]} of "
+                f"{plan.batches[0].steps} requested steps"
+            )
+        return report
+
+    def _store_privacy_report(self, report, *, delta=None):
+        """Fitted privacy attributes, the same for every estimator and step.
+
+        ``delta`` overrides the report's delta (a step whose fit adds a
+        stability delta outside its event)."""
+        self.privacy_report_ = report
+        self.epsilon_ = report.epsilon
+        self.delta_ = report.delta if delta is None else float(delta)
+        self.dp_event_ = report.dp_event
+        self.accountant_ = report.accountant
+
+    @staticmethod
+    def _timed(function, *args, **kwargs):
+        """``(function(*args, **kwargs), seconds it took)``, for ``fit_time_``.
+
+        >>> from skdp._base import BaseDPEstimator
+        >>> total, seconds = BaseDPEstimator._timed(sum, [1, 2, 3])
+        >>> total, seconds >= 0
+        (6, True)
+        """
+        start = time.perf_counter()
+        result = function(*args, **kwargs)
+        return result, time.perf_counter() - start
+
+
+class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
     """Machinery shared by every skdp estimator trained with a private torch loop.
 
     Privacy parameters and their checks, Poisson sampling rate and step
@@ -77,12 +182,12 @@ class BaseDPEstimator(BaseEstimator):
     ``_n_model_outputs()`` and turn a fitted linear weight matrix into
     ``coef_``/``intercept_`` with ``_set_linear_params(weights)``.
 
-    A ``fit`` has the same shell around every trainer: calibrate the release
-    plan (timed with :meth:`_timed`), build the generator, feature tensor
-    and model with :meth:`_prepare_training`, run the trainer with
-    :meth:`_run_training` (thread policy and ``fit_time_``), then keep the
-    parameters with :meth:`_store_backend` and the report with
-    :meth:`_store_privacy_report`.
+    A ``fit`` validates its inputs and runs :meth:`_fit_private`, the same
+    sequence around every trainer (generator, plan, calibration, tensors and
+    model, targets, training under the thread policy, stored parameters and
+    report); an estimator fills its hooks (:meth:`_plan`, :meth:`_train`,
+    :meth:`_store_fitted`, and where it differs :meth:`_calibrate`,
+    :meth:`_targets`, :meth:`_make_backend`, :meth:`_store_model`).
 
     The optional parameters ``sample_rate`` (Poisson rate used instead of
     ``batch_size``), ``secure_rng`` (draw sampling and noise from the OS
@@ -187,53 +292,6 @@ class BaseDPEstimator(BaseEstimator):
             return int(self.max_steps)
         return max(1, int(round(self.max_epochs / sampling_rate)))
 
-    def _make_generator(self):
-        """Generator for sampling and noise, seed for module init, and device.
-
-        Returns ``(generator, seed, device)``.
-
-        - ``random_state=None`` (the default): sampling and noise come from a
-          :class:`~skdp.privacy.SecureGenerator` (the operating system's
-          CSPRNG: no seed, nothing anyone can replay, not even after
-          ``np.random.seed``), and the initialisation seed from
-          ``os.urandom``.
-        - ``random_state`` an int or a ``RandomState``: a torch generator on
-          ``device`` seeded from it, for reproducible experiments; with
-          ``secure_rng=True`` the privacy randomness still comes from the
-          CSPRNG and the seed only initialises the model.
-        """
-        device = self._checked_device()
-        if self.random_state is None:
-            seed = int.from_bytes(os.urandom(8), "little") >> 1
-            return SecureGenerator(device), seed, device
-        rng = check_random_state(self.random_state)
-        seed = int(rng.randint(np.iinfo(np.int32).max))
-        if getattr(self, "secure_rng", False):
-            return SecureGenerator(device), seed, device
-        generator = torch.Generator(device=device)
-        generator.manual_seed(seed)
-        return generator, seed, device
-
-    def _checked_device(self):
-        """``torch.device(self.device)``, or a ValueError saying what to use."""
-        try:
-            device = torch.device(self.device)
-        except (RuntimeError, TypeError, ValueError) as exc:
-            raise ValueError(
-                f"device={self.device!r} is not a torch device ({exc}); use 'cpu', or 'cuda' "
-                "on a machine with a CUDA build of torch."
-            ) from exc
-        available = {
-            "cuda": torch.cuda.is_available,
-            "mps": lambda: torch.backends.mps.is_available(),
-        }.get(device.type, lambda: True)
-        if not available():
-            raise ValueError(
-                f"device={self.device!r} is not available here (torch {torch.__version__} "
-                f"finds no {device.type} device); use device='cpu'."
-            )
-        return device
-
     def _resolve_batch_size(self, n_samples):
         """``batch_size``, with ``"auto"`` resolved to
         ``min(n // 4, max(64, round(6 * sqrt(n))))`` (about 1000 for 30,000
@@ -292,54 +350,81 @@ class BaseDPEstimator(BaseEstimator):
         this fit's model (one thread for linear models on the CPU)."""
         return training_threads(self._is_linear, device)
 
-    def _prepare_training(self, X, n_outputs=None):
-        """The generator, device, feature tensor and model backend of one fit.
+    #: Training precision of the feature tensor.
+    _training_dtype = torch.float32
 
-        The first step of every estimator shell after calibration: draws the
-        randomness of the fit with :meth:`_make_generator`, moves ``X`` to
-        the device with :meth:`_to_tensor` and builds the model with
-        :meth:`_make_backend` (which sets ``_is_linear``). Building the
-        backend draws nothing from the generator (a module is initialised
-        from the seed under a forked global RNG), so targets or counts that
-        need noise can be drawn from the generator afterwards.
+    def _fit_private(self, X, fit):
+        """The fit sequence every estimator shell runs; subclasses fill hooks.
+
+        1. ``self._make_generator()``: the randomness of the fit (nothing
+           is drawn yet) and the seed of the model's initialisation;
+        2. ``self._plan(X, fit, generator)``: the release plan, from public
+           settings (hook; it may draw, e.g. a split by coins);
+        3. ``self._calibrate(plan, fit)``: the privacy report, timed as
+           ``fit_time_["calibration"]`` (hook; default :meth:`_spend`);
+        4. ``X`` to a tensor in :attr:`_training_dtype` on the device, and
+           the model, ``self._make_backend(X_t, n_outputs, seed)`` (building
+           it draws nothing from the generator);
+        5. ``self._targets(report, generator, device, X_t, fit)``: the
+           per-sample targets (hook; may draw the noise of one-off
+           releases, e.g. a private target scale);
+        6. ``self._train(backend, targets, report, generator, fit)`` under
+           the thread policy, timed as ``fit_time_["training"]`` (hook);
+        7. ``self._store_model(backend, result)``, the report, and
+           ``self._store_fitted(report, result, fit)`` (hook: the
+           estimator's own fitted attributes).
 
         Parameters
         ----------
         X : ndarray of shape (n_samples, n_features)
             Validated features.
-        n_outputs : int or None, default=None
-            Model outputs; None asks ``self._n_model_outputs()``.
+        fit : types.SimpleNamespace
+            What the shell validated (labels, groups, a target builder...)
+            and what hooks hand to later hooks (the sampling rate, ...).
 
         Returns
         -------
-        generator : torch.Generator or SecureGenerator
-            Source of the sampling and noise of the fit.
-        device : torch.device
-        X_t : torch.Tensor of shape (n_samples, n_features)
-            ``X`` as float32 on ``device``.
-        backend : LinearBackend or ModuleBackend
-            The model to train.
-
-        Notes
-        -----
-        The shape of a ``fit`` (``train`` is the estimator's trainer)::
-
-            report, calibration_time = self._timed(self._spend, plan)
-            generator, device, X_t, backend = self._prepare_training(X)
-            targets = ...  # may draw the noise of one-off releases
-            self._run_training(
-                lambda: train(backend, targets, config, generator),
-                device, calibration_time,
-            )
-            self._store_backend(backend)
-            self._store_privacy_report(report)
+        self
         """
         generator, seed, device = self._make_generator()
-        X_t = self._to_tensor(X, device)
-        if n_outputs is None:
-            n_outputs = self._n_model_outputs()
-        backend = self._make_backend(X_t, n_outputs, seed)
-        return generator, device, X_t, backend
+        plan = self._plan(X, fit, generator)
+        report, calibration_time = self._timed(self._calibrate, plan, fit)
+        X_t = self._to_tensor(X, device, dtype=self._training_dtype)
+        backend = self._make_backend(X_t, getattr(fit, "n_outputs", None)
+                                     or self._n_model_outputs(), seed)
+        targets = self._targets(report, generator, device, X_t, fit)
+        result = self._run_training(
+            lambda: self._train(backend, targets, report, generator, fit), device,
+            calibration_time,
+        )
+        self._store_model(backend, result)
+        self._store_privacy_report(report)
+        self._store_fitted(report, result, fit)
+        return self
+
+    def _plan(self, X, fit, generator):
+        """The fit's :class:`~skdp.privacy.ReleasePlan` (hook)."""
+        raise NotImplementedError
+
+    def _calibrate(self, plan, fit):
+        """The privacy report of ``plan`` (hook; default :meth:`_spend`)."""
+        return self._spend(plan)
+
+    def _targets(self, report, generator, device, X_t, fit):
+        """Per-sample targets of the trainer (hook; default none)."""
+        return None
+
+    def _train(self, backend, targets, report, generator, fit):
+        """Run the trainer; its result goes to :meth:`_store_model` and
+        :meth:`_store_fitted` (hook)."""
+        raise NotImplementedError
+
+    def _store_model(self, backend, result):
+        """Keep the trained parameters (hook; default :meth:`_store_backend`)."""
+        self._store_backend(backend)
+
+    def _store_fitted(self, report, result, fit):
+        """The estimator's own fitted attributes (hook; default none)."""
 
     def _run_training(self, train, device, calibration_time):
         """Call ``train()`` under :meth:`_training_threads`; set ``fit_time_``.
@@ -364,19 +449,6 @@ class BaseDPEstimator(BaseEstimator):
         self.fit_time_ = {"calibration": calibration_time, "training": training_time}
         return result
 
-    @staticmethod
-    def _timed(function, *args, **kwargs):
-        """``(function(*args, **kwargs), seconds it took)``, for ``fit_time_``.
-
-        >>> from skdp._base import BaseDPEstimator
-        >>> total, seconds = BaseDPEstimator._timed(sum, [1, 2, 3])
-        >>> total, seconds >= 0
-        (6, True)
-        """
-        start = time.perf_counter()
-        result = function(*args, **kwargs)
-        return result, time.perf_counter() - start
-
     def _store_backend(self, backend):
         """Keep fitted parameters as numpy arrays (picklable, clone-safe).
 
@@ -396,36 +468,6 @@ class BaseDPEstimator(BaseEstimator):
         else:
             self.module_state_ = state
             self.coef_ = self.intercept_ = None
-
-    def _spend(self, plan, *, release="gradient"):
-        """Privacy report of ``plan`` under the estimator's budget.
-
-        Without privacy (``epsilon=None``): a report with epsilon inf. With a
-        fixed ``noise_multiplier``: release ``release`` gets it and the step
-        count is the most the budget affords (up to the planned one).
-        Otherwise the plan's noise is calibrated for the planned steps.
-        """
-        if self.epsilon is None:
-            return plan.non_private(self.delta)
-        if getattr(self, "noise_multiplier", None) is None:
-            return plan.calibrate(self.epsilon, self.delta)
-        report = plan.calibrate_steps(
-            self.epsilon, self.delta, release=release, noise_multiplier=self.noise_multiplier
-        )
-        if report.steps[0] < plan.batches[0].steps and self.verbose:
-            print(
-                f"[{type(self).__name__}] budget affords {report.steps[0]} of "
-                f"{plan.batches[0].steps} requested steps"
-            )
-        return report
-
-    def _store_privacy_report(self, report):
-        """Fitted privacy attributes, the same for every estimator."""
-        self.privacy_report_ = report
-        self.epsilon_ = report.epsilon
-        self.delta_ = report.delta
-        self.dp_event_ = report.dp_event
-        self.accountant_ = report.accountant
 
     def privacy_curve(self, n_points=10):
         """Epsilon spent after each of ``n_points`` step counts up to ``n_steps_``.

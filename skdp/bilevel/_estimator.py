@@ -11,8 +11,8 @@ spends the whole budget.
 """
 
 import math
-import time
 from numbers import Integral, Real
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -256,83 +256,104 @@ class _DPBilevelMixin:
         shape (n, k) (it may draw the noise of one-off releases).
         """
         self._check_tuner_params()
-        n = X.shape[0]
-        generator, seed, device = self._make_generator()
-        mask = self._split(n, validation_mask, generator)
-        self._check_budget(n)
-        n_train = int((~mask).sum())
-        settings = {"train": self._settings(n), "mixed": self._settings(n)}
-        if self.refit_share > 0:
-            settings["refit"] = self._settings(n, refit=True)
-        plan = self._release_plan(settings, n_train)
-        exact = self.epsilon is None
+        fit = SimpleNamespace(make_targets=make_targets, n_outputs=n_outputs,
+                              validation_mask=validation_mask)
+        return self._fit_private(X, fit)
 
-        start = time.perf_counter()
-        if exact:
-            report = plan.non_private(self.delta)
-        else:
-            try:
-                report = plan.calibrate(self.epsilon, self.delta)
-            except PrivacyBudgetError as exc:
-                raise ValueError(
-                    f"epsilon={self.epsilon} cannot pay for the 2 x n_outer_iter="
-                    f"{2 * self.n_outer_iter} inner solves ({exc}). Raise epsilon, or lower "
-                    "n_outer_iter or inner_steps."
-                ) from exc
-            z = max(report.multiplier("train"), report.multiplier("mixed"))
-            if z > _MAX_MULTIPLIER:
-                raise ValueError(
-                    f"epsilon={self.epsilon} is too small for 2 x n_outer_iter="
-                    f"{2 * self.n_outer_iter} inner solves: each would need noise "
-                    f"{z:.3g} times its sensitivity. Raise epsilon or lower n_outer_iter."
-                )
+    # the hooks of BaseDPEstimator._fit_private
+    _training_dtype = torch.float64
+
+    def _plan(self, X, fit, generator):
+        """The split (a coin per record, drawn first) and the plan of the
+        inner solves."""
+        n = X.shape[0]
+        fit.mask = self._split(n, fit.validation_mask, generator)
+        self._check_budget(n)
+        fit.settings = {"train": self._settings(n), "mixed": self._settings(n)}
+        if self.refit_share > 0:
+            fit.settings["refit"] = self._settings(n, refit=True)
+        return self._release_plan(fit.settings, int((~fit.mask).sum()))
+
+    def _calibrate(self, plan, fit):
+        if self.epsilon is None:
+            return plan.non_private(self.delta)
+        try:
+            report = plan.calibrate(self.epsilon, self.delta)
+        except PrivacyBudgetError as exc:
+            raise ValueError(
+                f"epsilon={self.epsilon} cannot pay for the 2 x n_outer_iter="
+                f"{2 * self.n_outer_iter} inner solves ({exc}). Raise epsilon, or lower "
+                "n_outer_iter or inner_steps."
+            ) from exc
+        z = max(report.multiplier("train"), report.multiplier("mixed"))
+        if z > _MAX_MULTIPLIER:
+            raise ValueError(
+                f"epsilon={self.epsilon} is too small for 2 x n_outer_iter="
+                f"{2 * self.n_outer_iter} inner solves: each would need noise "
+                f"{z:.3g} times its sensitivity. Raise epsilon or lower n_outer_iter."
+            )
+        return report
+
+    def _make_backend(self, X_t, n_outputs, seed):
+        """No backend: the inner solvers work on the rows themselves (a
+        linear model, trained on one thread on the CPU)."""
         self._is_linear = True
-        rows = self._to_tensor(X, device, dtype=torch.float64)
-        targets = make_targets(report, generator, device).to(device=device, dtype=torch.float64)
-        train, mixed = self._problems(rows, targets, mask, device)
+        return None
+
+    def _targets(self, report, generator, device, X_t, fit):
+        fit.rows = X_t
+        return fit.make_targets(report, generator, device).to(device=device, dtype=torch.float64)
+
+    def _train(self, backend, targets, report, generator, fit):
+        """The outer loop over private inner solves, then the refit at the
+        chosen omega; returns ``(weights, history, noise)``."""
+        exact = self.epsilon is None
+        rows, device = fit.rows, fit.rows.device
+        train, mixed = self._problems(rows, targets, fit.mask, device)
         reg = self._regularizer()
-        train_solver = InnerSolver(train, settings["train"], generator, exact, reg)
-        mixed_solver = InnerSolver(mixed, settings["mixed"], generator, exact, reg)
-        calibration_time = time.perf_counter() - start
+        train_solver = InnerSolver(train, fit.settings["train"], generator, exact, reg)
+        mixed_solver = InnerSolver(mixed, fit.settings["mixed"], generator, exact, reg)
         noise = {name: report.multiplier(name) for name in ("train", "mixed")}
         outer_std = 0.0
         if self.outer_noise == "paper" and not exact:
             outer_std = report.scale("hypergradient")
+            noise["hypergradient"] = report.multiplier("hypergradient")
         config = OuterConfig(
             n_iter=self.n_outer_iter, penalty=self._penalty(), omega_init=self.omega_init,
             omega_bounds=tuple(self.omega_bounds), outer_lr=self.outer_lr,
             outer_noise_std=outer_std, verbose=self.verbose, regularizer=reg,
         )
-        theta0 = torch.zeros((n_outputs, rows.shape[1] + 1), dtype=torch.float64, device=device)
-        start = time.perf_counter()
-        with self._training_threads(device):
-            history = run_bilevel(train_solver, mixed_solver, noise, config, generator, theta0)
+        theta0 = torch.zeros((fit.n_outputs, rows.shape[1] + 1), dtype=torch.float64,
+                             device=device)
+        history = run_bilevel(train_solver, mixed_solver,
+                              {k: noise[k] for k in ("train", "mixed")}, config, generator,
+                              theta0)
         t_out = output_rule(history["omega"])
-        self.noise_multipliers_ = dict(noise)
-        if outer_std:
-            self.noise_multipliers_["hypergradient"] = report.multiplier("hypergradient")
-        self.t_out_ = t_out
-        self.omega_ = float(history["omega"][t_out])
-        self.omega_path_ = history["omega"]
-        self.n_iter_ = self.n_outer_iter
-        self.history_ = {k: v for k, v in history.items() if k != "models"}
+        omega = float(history["omega"][t_out])
         weights = history["models"][t_out]
-        if "refit" in settings:
+        if "refit" in fit.settings:
             everything = Problem(torch.cat([rows, torch.ones_like(rows[:, :1])], 1),
                                  torch.cat([targets, torch.ones_like(targets[:, :1])], 1),
                                  self._loss_kind, "refit")
-            refit = InnerSolver(everything, settings["refit"], generator, exact, reg)
-            with self._training_threads(device):
-                weights = refit.solve(self.omega_, weights, report.multiplier("refit"))
-            self.noise_multipliers_["refit"] = report.multiplier("refit")
-        weights = weights.cpu().numpy()
-        self._set_linear_params(weights)
+            refit = InnerSolver(everything, fit.settings["refit"], generator, exact, reg)
+            weights = refit.solve(omega, weights, report.multiplier("refit"))
+            noise["refit"] = report.multiplier("refit")
+        fit.t_out, fit.omega = t_out, omega
+        return weights.cpu().numpy(), history, noise
+
+    def _store_model(self, backend, result):
+        self._set_linear_params(result[0])
         self.module_state_ = None
-        self.validation_size_ = int(mask.sum())
-        self.fit_time_ = {"calibration": calibration_time,
-                          "training": time.perf_counter() - start}
-        self._store_privacy_report(report)
-        return self
+
+    def _store_fitted(self, report, result, fit):
+        _, history, noise = result
+        self.noise_multipliers_ = noise
+        self.t_out_ = fit.t_out
+        self.omega_ = fit.omega
+        self.omega_path_ = history["omega"]
+        self.n_iter_ = self.n_outer_iter
+        self.history_ = {k: v for k, v in history.items() if k != "models"}
+        self.validation_size_ = int(fit.mask.sum())
 
 _PARAMS_DOC = """
     epsilon : float or None, default=1.0

@@ -1,6 +1,7 @@
 """DP-SGD classifier: the baseline every skdp estimator is compared against."""
 
 from numbers import Real
+from types import SimpleNamespace
 
 import torch
 from sklearn.utils._param_validation import Interval
@@ -13,7 +14,9 @@ from .._training import DPSGDConfig, train_dpsgd
 
 class _DPSGDMixin:
     """The DP-SGD fit shared by :class:`DPSGDClassifier` and
-    :class:`~skdp.DPSGDRegressor`: plan, calibration, training, state."""
+    :class:`~skdp.DPSGDRegressor`: the hooks of
+    :meth:`~skdp._base.BaseDPEstimator._fit_private` (plan, targets,
+    trainer, fitted state)."""
 
     _dpsgd_constraints = {"alpha": [Interval(Real, 0, None, closed="left")]}
 
@@ -25,31 +28,30 @@ class _DPSGDMixin:
         ``self._n_model_outputs()``) (it may draw the noise of the plan's
         initial releases).
         """
-        n = X.shape[0]
-        q = self._check_privacy_setup(n, self._resolve_batch_size(n))
-        steps = self._n_steps_requested(q)
+        return self._fit_private(X, SimpleNamespace(make_targets=make_targets, head=head))
 
-        report, calibration_time = self._timed(self._spend, self._release_plan(q, steps))
-        sigma, steps = report.multiplier("gradient"), report.steps[0]
+    def _plan(self, X, fit, generator):
+        fit.n = X.shape[0]
+        fit.q = self._check_privacy_setup(fit.n, self._resolve_batch_size(fit.n))
+        return self._release_plan(fit.q, self._n_steps_requested(fit.q))
+
+    def _targets(self, report, generator, device, X_t, fit):
+        return fit.make_targets(report, generator, device).to(device=device, dtype=X_t.dtype)
+
+    def _train(self, backend, targets, report, generator, fit):
         config = DPSGDConfig(
-            n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm,
-            noise_multiplier=sigma, optimizer=self.optimizer,
+            n_steps=report.steps[0], sampling_rate=fit.q, max_grad_norm=self.max_grad_norm,
+            noise_multiplier=report.multiplier("gradient"), optimizer=self.optimizer,
             learning_rate=self.learning_rate, momentum=self.momentum, verbose=self.verbose,
-            alpha=self.alpha, head=head,
+            alpha=self.alpha, head=fit.head,
         )
+        return train_dpsgd(backend, targets, config, generator)
 
-        generator, device, X_t, backend = self._prepare_training(X)
-        targets = make_targets(report, generator, device).to(device=device, dtype=X_t.dtype)
-        self._run_training(
-            lambda: train_dpsgd(backend, targets, config, generator), device, calibration_time
-        )
-        self._store_backend(backend)
-        self.n_steps_ = steps
-        self.sampling_rate_ = q
-        self.batch_size_ = self._expected_batch_size(n, q)
-        self.noise_multiplier_ = sigma
-        self._store_privacy_report(report)
-        return self
+    def _store_fitted(self, report, result, fit):
+        self.n_steps_ = report.steps[0]
+        self.sampling_rate_ = fit.q
+        self.batch_size_ = self._expected_batch_size(fit.n, fit.q)
+        self.noise_multiplier_ = report.multiplier("gradient")
 
     def _initial_releases(self):
         """One-off releases before training (none by default)."""

@@ -5,7 +5,8 @@ of one-off Gaussian releases on the whole data (one batch, one step,
 sampling rate 1), lets the plan calibrate the noise, draws it from a seeded
 ``torch.Generator`` (or the operating system's CSPRNG when ``random_state``
 is None) and stores the plan's report as ``epsilon_``, ``delta_``,
-``dp_event_`` and ``privacy_report_``.
+``dp_event_`` and ``privacy_report_``, with the estimators' own scaffolding
+(:class:`skdp._base.PrivateFitMixin`).
 
 :class:`DPPreprocessorMixin` holds the privacy parameters and report of
 every step; :class:`BaseDPScaler` adds the public or privately estimated
@@ -20,26 +21,13 @@ import dp_accounting as dpa
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
+from .._base import PrivateFitMixin
 from ..exceptions import PrivacyLeakWarning
-from ..privacy import BatchReleases, PrivacyReport, ReleasePlan, SecureGenerator, gaussian_noise
+from ..privacy import BatchReleases, PrivacyReport, ReleasePlan, gaussian_noise
 from ._ranges import range_from_histogram
-
-
-def make_generator(random_state):
-    """Noise source of one fit.
-
-    ``random_state=None`` gives a :class:`~skdp.privacy.SecureGenerator`
-    (unpredictable, not replayable by any global seed); an int or a
-    ``RandomState`` seeds a ``torch.Generator`` (reproducible experiments).
-    """
-    if random_state is None:
-        return SecureGenerator()
-    seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
-    return torch.Generator().manual_seed(seed)
 
 
 def one_off_plan(releases):
@@ -78,8 +66,10 @@ def leaky_report(report):
     return replace(report, epsilon=float("inf"), dp_event=dpa.ComposedDpEvent(events))
 
 
-class DPPreprocessorMixin:
-    """Privacy attributes and budget handling of the preprocessing steps.
+class DPPreprocessorMixin(PrivateFitMixin):
+    """Privacy attributes and budget handling of the preprocessing steps: the
+    randomness of a fit, spending its plan and storing its report come from
+    :class:`skdp._base.PrivateFitMixin`, as for the estimators.
 
     A step merges ``_parameter_constraints`` (``epsilon``, ``delta`` and
     ``random_state``, which every step takes) into its own.
@@ -90,19 +80,6 @@ class DPPreprocessorMixin:
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "random_state": ["random_state"],
     }
-
-    def _report(self, plan):
-        """The plan calibrated to ``(epsilon, delta)``; non-private when
-        ``epsilon`` is None."""
-        if self.epsilon is None:
-            return plan.non_private(self.delta)
-        return plan.calibrate(self.epsilon, self.delta)
-
-    def _store_privacy(self, report, *, delta=None):
-        self.privacy_report_ = report
-        self.epsilon_ = float(report.epsilon)
-        self.delta_ = float(report.delta if delta is None else delta)
-        self.dp_event_ = report.dp_event
 
     def _warn_leak(self, what):
         warnings.warn(

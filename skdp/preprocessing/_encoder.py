@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..privacy import Release
-from ._base import DPPreprocessorMixin, add_noise, make_generator, one_off_plan, public_report
+from ._base import DPPreprocessorMixin, add_noise, one_off_plan, public_report
 
 #: Threshold on a candidate's noisy count, in noise standard deviations,
 #: when ``min_frequency`` is None (an absent candidate passes with
@@ -288,10 +288,10 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
                     "categories leave it None."
                 )
             self.categories_ = self._per_feature(self.categories, n_features, "categories")
-            self._store_privacy(public_report())
+            self._store_privacy_report(public_report())
             return self
         plan = one_off_plan([counts_release(n_features)])
-        generator = make_generator(self.random_state)
+        generator = self._make_generator()[0]
         if self.candidate_categories is not None:
             self._fit_candidates(X, plan, generator)
         else:
@@ -305,7 +305,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             np.bincount(codes[codes >= 0], minlength=len(c)).astype(np.float64)
             for c, codes in ((c, column_codes(X[:, j], c)) for j, c in enumerate(candidates))
         ]
-        report = self._report(plan)
+        report = self._spend(plan)
         sizes = np.cumsum([len(c) for c in candidates])[:-1]
         noisy = add_noise({"counts": np.concatenate(counts)}, report, generator)["counts"]
         noisy = np.split(noisy, sizes)
@@ -317,7 +317,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
                 threshold = 1.0 if std is None else _DEFAULT_STDS * std
             self.categories_.append(c[values >= threshold])
         self.noisy_counts_ = noisy
-        self._store_privacy(report)
+        self._store_privacy_report(report)
 
     def _fit_stable(self, X, plan, generator):
         n_features = X.shape[1]
@@ -338,7 +338,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             threshold = self._frequency_threshold(counts[stable].sum())
             keep = stable if threshold is None else stable & (counts >= threshold)
             self.categories_.append(values[keep])
-        self._store_privacy(
+        self._store_privacy_report(
             report, delta=report.delta + math.exp(report.epsilon) * self.selection_delta_
             if self.epsilon is not None else None,
         )

@@ -6,7 +6,6 @@ from ._base import (
     BaseDPScaler,
     feature_pairs,
     leaky_report,
-    make_generator,
     one_off_plan,
     public_report,
 )
@@ -145,20 +144,20 @@ class DPMinMaxScaler(BaseDPScaler):
         if self.bounds is not None:
             # public: the values of X are never read
             lower, upper = feature_pairs(self.bounds, n_features, names, "bounds")
-            self._store_privacy(public_report())
+            self._store_privacy_report(public_report())
         elif self.data_range is not None:
             wide_lower, wide_upper = feature_pairs(self.data_range, n_features, names, "data_range")
-            report = self._report(one_off_plan([histogram_release(n_features)]))
+            report = self._spend(one_off_plan([histogram_release(n_features)]))
             counts = range_histogram(X, wide_lower, wide_upper, self.n_bins)
             lower, upper = self._noisy_range(
-                counts, wide_lower, wide_upper, report, make_generator(self.random_state)
+                counts, wide_lower, wide_upper, report, self._make_generator()[0]
             )
-            self._store_privacy(report)
+            self._store_privacy_report(report)
         else:
             lower, upper = X.min(axis=0), X.max(axis=0)
             self._warn_leak("bounds=None and data_range=None: the data's min and max are used.")
             report = leaky_report(one_off_plan([histogram_release(n_features)]).non_private(self.delta))
-            self._store_privacy(report)
+            self._store_privacy_report(report)
 
         self.data_min_, self.data_max_ = lower, upper
         self.data_range_ = upper - lower

@@ -10,7 +10,6 @@ from ._base import (
     add_noise,
     feature_pairs,
     leaky_report,
-    make_generator,
     one_off_plan,
 )
 from ._ranges import histogram_release, range_histogram
@@ -169,8 +168,8 @@ class DPStandardScaler(BaseDPScaler):
         self._check_range_source()
         private_range = self.bounds is None and self.data_range is not None
         plan = one_off_plan(moment_releases(n_features, with_histogram=private_range))
-        report = self._report(plan)
-        generator = make_generator(self.random_state)
+        report = self._spend(plan)
+        generator = self._make_generator()[0]
 
         if self.bounds is not None:
             lower, upper = feature_pairs(self.bounds, n_features, names, "bounds")
@@ -200,7 +199,7 @@ class DPStandardScaler(BaseDPScaler):
         self.mean_ = center + half * mean_u
         self.var_ = half**2 * var_u
         self.scale_ = np.where(self.var_ > 0, np.sqrt(self.var_), 1.0)
-        self._store_privacy(report)
+        self._store_privacy_report(report)
         return self
 
     def transform(self, X):

@@ -1,9 +1,9 @@
 """Differentially private distributionally robust classifier and regressor."""
 
 import math
-import time
 import warnings
 from numbers import Integral, Real
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -171,7 +171,7 @@ class _DROMixin:
             )
         return max(1.0, bound)
 
-    def _plan(self, algorithm, n, q_anchor, q_diff, steps):
+    def _plan_releases(self, algorithm, n, q_anchor, q_diff, steps):
         anchor_names, diff_names = release_names(algorithm, self.formulation)
         W = self._weight_bound(algorithm)
         # the x statistic is sum_i w_i clip(g_i, C) with w_i <= W: sensitivity W C
@@ -220,34 +220,44 @@ class _DROMixin:
         scales.update({r.name: initial[r.name] * r.sensitivity for r in plan.initial})
         return scales
 
-    def _fit_dro(self, X, targets, n_outputs):
+    def _fit_dro(self, X, targets):
         """Train on validated ``X``; ``targets(report, generator, device)``
         returns the per-sample target tensor (it may draw the noise of the
         plan's initial releases)."""
         self._divergence.name  # validates alpha / k
+        return self._fit_private(X, SimpleNamespace(make_targets=targets))
+
+    # the hooks of BaseDPEstimator._fit_private
+    def _plan(self, X, fit, generator):
+        """The schedule (algorithm, batches, steps) and its release plan."""
         n = X.shape[0]
-        algorithm = self._resolve_algorithm(n)
+        fit.algorithm = algorithm = self._resolve_algorithm(n)
         self._check_exponent()
         batch = self._resolve_batch_size(n)
-        q_diff = self._check_privacy_setup(n, batch)
-        n_diff_batch = self._expected_batch_size(n, q_diff)
-        n_anchor_batch = self._resolve_anchor_batch(n, n_diff_batch)
-        q_anchor = n_anchor_batch / n
+        fit.q_diff = self._check_privacy_setup(n, batch)
+        fit.n_diff_batch = self._expected_batch_size(n, fit.q_diff)
+        fit.n_anchor_batch = self._resolve_anchor_batch(n, fit.n_diff_batch)
+        fit.q_anchor = fit.n_anchor_batch / n
         if self.max_steps is not None:
             steps = int(self.max_steps)
         elif algorithm == "dp_sgd":
-            steps = max(1, int(round(self.max_epochs / q_diff)))
+            steps = max(1, int(round(self.max_epochs / fit.q_diff)))
         else:
-            per_step = (n_anchor_batch + (self.epoch_size - 1) * n_diff_batch) / self.epoch_size
+            per_step = (fit.n_anchor_batch + (self.epoch_size - 1) * fit.n_diff_batch) / (
+                self.epoch_size)
             steps = max(1, int(round(self.max_epochs * n / per_step)))
-        plan = self._plan(algorithm, n, q_anchor, q_diff, steps)
+        fit.n, fit.steps = n, steps
+        return self._plan_releases(algorithm, n, fit.q_anchor, fit.q_diff, steps)
 
-        start = time.perf_counter()
+    def _calibrate(self, plan, fit):
+        """The accountant's calibration, or the paper's noise (with a warning
+        and the accountant's epsilon for it)."""
         if self.epsilon is None:
-            report = plan.non_private(self.delta)
-        elif self.noise == "paper":
-            report = plan.account(self._paper_noise(plan, n, steps, n_anchor_batch, n_diff_batch),
-                                  self.delta)
+            return plan.non_private(self.delta)
+        if self.noise == "paper":
+            report = plan.account(
+                self._paper_noise(plan, fit.n, fit.steps, fit.n_anchor_batch, fit.n_diff_batch),
+                self.delta)
             warnings.warn(
                 f"noise='paper' uses the paper's closed-form noise (constant "
                 f"c={self.paper_constant:g}), which is not calibrated to the budget: the "
@@ -255,64 +265,65 @@ class _DROMixin:
                 "requested. Use it only to reproduce the paper.",
                 UserWarning,
             )
-        else:
-            try:
-                report = plan.calibrate(self.epsilon, self.delta)
-            except PrivacyBudgetError as exc:
-                raise ValueError(
-                    f"epsilon={self.epsilon} cannot buy one anchor of this plan ({exc}). Raise "
-                    "epsilon, lower max_epochs or raise the batch sizes."
-                ) from exc
-            self._check_anchor_noise(algorithm, report, n_anchor_batch)
-        calibration_time = time.perf_counter() - start
+            return report
+        try:
+            report = plan.calibrate(self.epsilon, self.delta)
+        except PrivacyBudgetError as exc:
+            raise ValueError(
+                f"epsilon={self.epsilon} cannot buy one anchor of this plan ({exc}). Raise "
+                "epsilon, lower max_epochs or raise the batch sizes."
+            ) from exc
+        self._check_anchor_noise(fit.algorithm, report, fit.n_anchor_batch)
+        return report
 
-        noise = None if self.epsilon is None else {k: v.multiplier for k, v in report.noise.items()}
-        weight_cap = self._weight_cap(algorithm)
-        config = DROConfig(
-            algorithm=algorithm, divergence=self._make_divergence(weight_cap),
+    def _targets(self, report, generator, device, X_t, fit):
+        return fit.make_targets(report, generator, device).to(device=device, dtype=X_t.dtype)
+
+    def _train(self, backend, targets, report, generator, fit):
+        """The configured algorithm from a (public) warm start; returns
+        ``(eta, lam, history)``."""
+        algorithm = fit.algorithm
+        fit.noise = None if self.epsilon is None else {
+            k: v.multiplier for k, v in report.noise.items()}
+        fit.weight_cap = self._weight_cap(algorithm)
+        fit.config = config = DROConfig(
+            algorithm=algorithm, divergence=self._make_divergence(fit.weight_cap),
             formulation=self.formulation, weight_bound=self._weight_bound(algorithm),
             lam=self.lam, rho=self.rho, lam_min=self.lam_min, loss_bound=self.loss_bound,
-            n_steps=steps, epoch_size=self.epoch_size, anchor_rate=q_anchor, diff_rate=q_diff,
-            max_grad_norm=self.max_grad_norm, dual_grad_norm=self.dual_grad_norm,
-            diff_clip=self.diff_clip, learning_rate=self.learning_rate,
-            dual_learning_rate=self.dual_learning_rate, momentum=self.momentum,
-            storm_beta=self.storm_beta, step_norm_cap=self.step_norm_cap, noise=noise,
-            iterate=self.iterate, verbose=self.verbose,
+            n_steps=fit.steps, epoch_size=self.epoch_size, anchor_rate=fit.q_anchor,
+            diff_rate=fit.q_diff, max_grad_norm=self.max_grad_norm,
+            dual_grad_norm=self.dual_grad_norm, diff_clip=self.diff_clip,
+            learning_rate=self.learning_rate, dual_learning_rate=self.dual_learning_rate,
+            momentum=self.momentum, storm_beta=self.storm_beta,
+            step_norm_cap=self.step_norm_cap, noise=fit.noise, iterate=self.iterate,
+            verbose=self.verbose,
         )
-        generator, seed, device = self._make_generator()
-        X_t = self._to_tensor(X, device)
-        target_t = targets(report, generator, device).to(device=device, dtype=X_t.dtype)
-        backend = self._make_backend(X_t, n_outputs, seed)
-        self._warm_start(backend, n_outputs)
+        self._warm_start(backend, targets.shape[1])
         lam_init = self.lam if self.formulation == "penalized" else max(self.lam_init, self.lam_min)
-        start = time.perf_counter()
-        with self._training_threads(device):
-            if algorithm == "double_spider":
-                eta, history = train_double_spider(backend, self._loss, target_t, config, generator)
-                lam = self.lam
-            elif algorithm == "recursive_spider":
-                lam, history = train_recursive_spider(
-                    backend, self._loss, target_t, config, generator, lam_init)
-                eta = None
-            else:
-                eta, lam, history = train_dual_sgd(
-                    backend, self._loss, target_t, config, generator, lam_init)
-        self._store_backend(backend)
-        self.fit_time_ = {"calibration": calibration_time, "training": time.perf_counter() - start}
-        self.algorithm_ = algorithm
-        self.max_weight_ = weight_cap
-        self.weight_bound_ = config.weight_bound
+        if algorithm == "double_spider":
+            eta, history = train_double_spider(backend, self._loss, targets, config, generator)
+            return eta, self.lam, history
+        if algorithm == "recursive_spider":
+            lam, history = train_recursive_spider(
+                backend, self._loss, targets, config, generator, lam_init)
+            return None, lam, history
+        return train_dual_sgd(backend, self._loss, targets, config, generator, lam_init)
+
+    def _store_fitted(self, report, result, fit):
+        eta, lam, history = result
+        dp_sgd = fit.algorithm == "dp_sgd"
+        self.algorithm_ = fit.algorithm
+        self.max_weight_ = fit.weight_cap
+        self.weight_bound_ = fit.config.weight_bound
         self.eta_ = eta
         self.lam_ = float(lam)
-        self.n_iter_ = steps
-        self.sampling_rate_ = q_diff
-        self.anchor_sampling_rate_ = q_anchor if algorithm != "dp_sgd" else None
-        self.batch_size_ = n_diff_batch
-        self.anchor_batch_size_ = n_anchor_batch if algorithm != "dp_sgd" else None
+        self.n_iter_ = fit.steps
+        self.sampling_rate_ = fit.q_diff
+        self.anchor_sampling_rate_ = None if dp_sgd else fit.q_anchor
+        self.batch_size_ = fit.n_diff_batch
+        self.anchor_batch_size_ = None if dp_sgd else fit.n_anchor_batch
         self.history_ = history
-        self.noise_multipliers_ = noise
-        self._store_privacy_report(report)
-        return self
+        self.noise_multipliers_ = fit.noise
 
     def _check_anchor_noise(self, algorithm, report, n_anchor_batch):
         name = {"double_spider": "x_anchor", "recursive_spider": "v_anchor"}.get(algorithm)
@@ -699,7 +710,7 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         def targets(report, generator, device):
             return torch.nn.functional.one_hot(torch.as_tensor(y_codes, device=device), n_classes)
 
-        return self._fit_dro(X, targets, n_classes)
+        return self._fit_dro(X, targets)
 
     def _sample_losses(self, X, y):
         proba = self.predict_proba(X)
@@ -856,7 +867,7 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
             scaled = self._scale_targets(y, report, generator, device)
             return torch.as_tensor(scaled, dtype=torch.float32, device=device)[:, None]
 
-        return self._fit_dro(X, targets, 1)
+        return self._fit_dro(X, targets)
 
     def _initial_releases(self):
         release = self._target_release()

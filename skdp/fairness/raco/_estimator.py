@@ -1,6 +1,7 @@
 """DPRateConstrainedClassifier: RaCO-DP behind a scikit-learn interface."""
 
 import math
+from types import SimpleNamespace
 import warnings
 from numbers import Real
 
@@ -516,13 +517,18 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         for stale in ("training_epsilon_", "checkpoint_step_"):
             self.__dict__.pop(stale, None)
         X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
-        n = X.shape[0]
-        n_classes = len(self.classes_)
         if group_codes is None:
-            group_codes = np.zeros(n, dtype=np.int64)
-            n_groups = 1
-        else:
-            n_groups = len(self.groups_)
+            group_codes = np.zeros(X.shape[0], dtype=np.int64)
+        self._build_constraints()
+        fit = SimpleNamespace(y_codes=y_codes, group_codes=group_codes,
+                              n_classes=len(self.classes_))
+        return self._fit_private(X, fit)
+
+    def _build_constraints(self):
+        """``constraints_`` and ``constraint_names_`` for the classes and
+        groups of the data (public: their lists only)."""
+        n_classes = len(self.classes_)
+        n_groups = 1 if self.groups_ is None else len(self.groups_)
         self.constraints_ = make_constraints(
             self.constraint, self.tolerance, n_classes=n_classes, n_groups=n_groups,
             class_names=list(self.classes_),
@@ -541,26 +547,40 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 UserWarning,
             )
 
-        q = self._check_privacy_setup(n, self._resolve_batch_size(n))
-        self.batch_size_ = self._expected_batch_size(n, q)
-        steps = self._n_steps_requested(q)
-        report, calibration_time = self._timed(self._spend_budget, self._release_plan(q, steps))
-        noise = self._noise(report)
-        steps = report.steps[0]
+    # the hooks of BaseDPEstimator._fit_private
+    def _plan(self, X, fit, generator):
+        n = X.shape[0]
+        fit.q = self._check_privacy_setup(n, self._resolve_batch_size(n))
+        fit.n = n
+        self.batch_size_ = self._expected_batch_size(n, fit.q)
+        return self._release_plan(fit.q, self._n_steps_requested(fit.q))
 
-        generator, device, X_t, backend = self._prepare_training(X)
+    def _calibrate(self, plan, fit):
+        return self._spend_budget(plan)
+
+    def _targets(self, report, generator, device, X_t, fit):
+        """One-hot labels, the constraint cell of each record and the noisy
+        one-off local-set sizes (drawn here), with the groups too small for
+        them left out."""
+        fit.noise = self._noise(report)
+        fit.X_t = X_t
         onehot = torch.nn.functional.one_hot(
-            torch.as_tensor(y_codes, device=device), n_classes
+            torch.as_tensor(fit.y_codes, device=device), fit.n_classes
         ).to(X_t.dtype)
         atom_cell = np.asarray(self.constraints_.atom_cell)
         n_cells = self.constraints_.n_cells
-        cells = atom_cell[y_codes, group_codes]
+        cells = atom_cell[fit.y_codes, fit.group_codes]
         cells = np.where(cells < 0, n_cells, cells)  # spare cell for records no constraint uses
-        cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
-        sizes = self._expected_sizes(cells_t, q, report, generator, X_t.dtype)
-        self._exclude_small_groups(noise)
-        tensors = self.constraints_.to_torch(device=device, dtype=X_t.dtype)
-        fixed_sizes = sizes if self.denominator == "expected" else None
+        fit.cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
+        fit.sizes = self._expected_sizes(fit.cells_t, fit.q, report, generator, X_t.dtype)
+        self._exclude_small_groups(fit.noise)
+        return onehot
+
+    def _train(self, backend, onehot, report, generator, fit):
+        """RaCO-DP, then (``return_iterate="best_checkpoint"``) the chosen
+        checkpoint loaded into the model."""
+        tensors = self.constraints_.to_torch(device=onehot.device, dtype=onehot.dtype)
+        fixed_sizes = fit.sizes if self.denominator == "expected" else None
         if self.record_gradient_norms:
             warnings.warn(
                 "record_gradient_norms=True: history_['gradient_norms'] holds exact, "
@@ -568,9 +588,11 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 "covered by epsilon_.",
                 UserWarning,
             )
+        steps = report.steps[0]
         config = RacoConfig(
-            n_steps=steps, sampling_rate=q, max_grad_norm=self.max_grad_norm, noise=noise,
-            temperature=self.temperature, dual_learning_rate=self.dual_learning_rate,
+            n_steps=steps, sampling_rate=fit.q, max_grad_norm=self.max_grad_norm,
+            noise=fit.noise, temperature=self.temperature,
+            dual_learning_rate=self.dual_learning_rate,
             dual_bound=self.dual_bound, dual_bound_type=self.dual_bound_type,
             dual_update=self.dual_update, dual_momentum=self.dual_momentum,
             dual_optimism=self.dual_optimism, dual_rates=self.dual_rates,
@@ -585,21 +607,22 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             ),
             record_gradient_norms=self.record_gradient_norms, verbose=self.verbose,
         )
-        history = self._run_training(
-            lambda: train_raco(
-                backend, onehot, cells_t, tensors, config, generator, fixed_sizes=fixed_sizes
-            ),
-            device, calibration_time,
-        )
+        history = train_raco(backend, onehot, fit.cells_t, tensors, config, generator,
+                             fixed_sizes=fixed_sizes)
         checkpoints = history.pop("checkpoints", None)
+        fit.checkpoint_step = None
+        if checkpoints is not None:
+            fit.checkpoint_step = self._load_best_checkpoint(
+                backend, checkpoints, fit.X_t, fit.y_codes, fit.group_codes)
+        return history
+
+    def _store_fitted(self, report, history, fit):
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
-        self._set_privacy_report(report, noise, q)
-        if checkpoints is not None:
-            self._select_checkpoint(backend, checkpoints, X_t, y_codes, group_codes)
-        self._store_backend(backend)
-        self._warn_from_history(noise, q * n)
-        return self
+        self._set_privacy_report(report, fit.noise, fit.q)
+        if fit.checkpoint_step is not None:
+            self._release_checkpoint_choice(fit.checkpoint_step)
+        self._warn_from_history(fit.noise, fit.q * fit.n)
 
     def _needs_sizes(self):
         """Whether the per-cell counts are released once before training:
@@ -697,13 +720,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             UserWarning,
         )
 
-    def _select_checkpoint(self, backend, checkpoints, X_t, y_codes, group_codes):
+    def _load_best_checkpoint(self, backend, checkpoints, X_t, y_codes, group_codes):
         """Load the most accurate checkpoint whose hard constraints hold on
-        the training data (the least violating one if none does).
+        the training data (the least violating one if none does) into the
+        model; return its step.
 
-        Non-private: the choice reads the training data exactly, so the
-        released model is no longer covered by the accountant; ``epsilon_``
-        becomes inf (``training_epsilon_`` keeps the training's figure).
+        Non-private: the choice reads the training data exactly (see
+        :meth:`_release_checkpoint_choice`).
         """
         tolerance = np.asarray(self.constraints_.tolerance)
         best_key, best = None, None
@@ -721,6 +744,12 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             step, params = best
             for p, saved in zip(backend.parameters, params):
                 p.copy_(saved)
+        return step
+
+    def _release_checkpoint_choice(self, step):
+        """The released model is no longer covered by the accountant:
+        ``epsilon_`` becomes inf (``training_epsilon_`` keeps the training's
+        figure)."""
         self.checkpoint_step_ = step
         self.training_epsilon_ = self.epsilon_
         if self.dp_event_ is None:
