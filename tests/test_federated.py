@@ -413,3 +413,41 @@ def test_supernode_polls_at_the_pace_of_the_rounds(monkeypatch):
     assert pace._period < 0.95 * 0.9
     pace.sleep(0.5)  # waiting for the ClientApp's reply: fast steps
     assert clock.slept[-1] == pytest.approx(0.005)
+
+
+@needs_flower
+def test_flower_simulation_does_not_print_the_run_simulation_banner(capfd):
+    """Flower's "DEPRECATED FEATURE: run_simulation" warning is filtered
+    during the engine's call only; the fit still works and other Flower
+    warnings still show."""
+    import logging
+
+    logger = logging.getLogger("flwr")
+    filters_before = list(logger.filters)
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logger.addHandler(handler)
+    try:
+        X, y, g, silo = _silos_data(n=1200, n_silos=2)
+        model = DPFERMIClassifier(engine="flower-simulation", max_steps=2, random_state=0).fit(
+            X, y, sensitive_features=g, silo_ids=silo)
+    finally:
+        logger.removeHandler(handler)
+    out, err = capfd.readouterr()
+    messages = [r.getMessage() for r in records]
+    assert not any("`run_simulation`" in m for m in messages), messages
+    assert "`run_simulation` function is deprecated" not in out + err
+    assert logger.filters == filters_before  # the filter is gone after the call
+    assert model.n_steps_ == 2 and np.all(np.isfinite(model.coef_))
+    assert model.predict(X[:5]).shape == (5,)
+
+    from skdp.federated._simulation import _RunSimulationBanner
+
+    def record(msg, *args, level=logging.WARNING):
+        return logging.LogRecord("flwr", level, __file__, 1, msg, args, None)
+
+    banner = _RunSimulationBanner()
+    assert not banner.filter(record("DEPRECATED FEATURE: %s", "The `run_simulation` function"))
+    assert banner.filter(record("DEPRECATED FEATURE: %s", "something else"))
+    assert banner.filter(record("`run_simulation` failed", level=logging.ERROR))

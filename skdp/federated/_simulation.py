@@ -1,5 +1,7 @@
 """The ``engine="flower-simulation"`` path of ``DPFERMIClassifier.fit``."""
 
+import contextlib
+import logging
 import os
 import warnings
 
@@ -18,6 +20,41 @@ def import_flower():
             "The Flower engines need Flower: pip install 'skdp[federated]' "
             f"(flwr[simulation]==1.41.0). ({exc})"
         ) from exc
+
+
+class _RunSimulationBanner(logging.Filter):
+    """Drops Flower's "DEPRECATED FEATURE: The `run_simulation` function is
+    deprecated" warning and nothing else.
+
+    ``flwr==1.41.0`` has no other public way to run a ``ServerApp`` object
+    and ``ClientApp`` objects in process (``flwr run`` starts a SuperLink and
+    loads the apps from a project directory), so the engine keeps
+    ``run_simulation``; the banner would tell skdp's users to change code
+    they did not write.
+    """
+
+    def filter(self, record):
+        if record.levelno != logging.WARNING:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a record we cannot format is not ours to drop
+            return True
+        return not (message.lstrip().startswith("DEPRECATED FEATURE:")
+                    and "`run_simulation`" in message)
+
+
+@contextlib.contextmanager
+def _without_run_simulation_banner():
+    """Filter the banner from Flower's logger ``flwr`` during the block
+    only; the filter is removed afterwards, whatever happens."""
+    logger = logging.getLogger("flwr")
+    banner = _RunSimulationBanner()
+    logger.addFilter(banner)
+    try:
+        yield
+    finally:
+        logger.removeFilter(banner)
 
 
 def fit_in_simulation(run, data, make_backend, device, *, module=None, options=None):
@@ -74,7 +111,7 @@ def fit_in_simulation(run, data, make_backend, device, *, module=None, options=N
         except BaseException as exc:  # handed back to fit, raised there
             outcome["error"] = exc
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _without_run_simulation_banner():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
         run_simulation(server_app=server_app, client_app=client_app,

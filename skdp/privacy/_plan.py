@@ -37,6 +37,7 @@ whose joint multiplier is ``z`` gets ``mu_i = sqrt(s) / z``, i.e. noise
 multiplier ``z / sqrt(s)`` for a Gaussian release.
 """
 
+import html
 import math
 from dataclasses import dataclass, replace
 
@@ -350,6 +351,24 @@ class PrivacyReport:
         The one-off releases before training (one Gaussian event).
     step_events : tuple of dp_accounting.DpEvent
         One step's event of each batch.
+
+    Notes
+    -----
+    ``str(report)`` (and ``print``) gives :meth:`summary`, a notebook shows
+    an HTML table, and :meth:`to_frame` has one row per release. A report is
+    immutable and pickles.
+
+    Examples
+    --------
+    >>> from skdp.privacy import BatchReleases, Release, ReleasePlan
+    >>> plan = ReleasePlan(BatchReleases([Release("gradient", sensitivity=1.0)],
+    ...                                  steps=100, sampling_rate=0.01))
+    >>> print(plan.calibrate(epsilon=1.0, delta=1e-5).summary())  # doctest: +ELLIPSIS
+    PrivacyReport: private, (epsilon=0.99..., delta=1e-05)-DP
+      accountant: pld; neighbouring datasets: add or remove one record
+      releases (noise std = noise multiplier x sensitivity):
+        gradient: gaussian, sensitivity 1, noise std ..., noise multiplier ...
+      training: 100 steps at sampling rate 0.01 (joint noise multiplier ...)
     """
 
     epsilon: float
@@ -396,6 +415,151 @@ class PrivacyReport:
         points = np.unique(np.linspace(1, total, int(n_points)).round().astype(int))
         eps = [self.epsilon_after(t / total) for t in points]
         return np.column_stack([points, eps])
+
+    # ------------------------------------------------------------ display
+    def _status(self):
+        """(private, text): whether the report certifies a finite epsilon."""
+        if not self.private:
+            return False, "not private (trained without noise; nothing accounted)"
+        if not math.isfinite(self.epsilon):
+            return False, "not private (the accountant's epsilon is infinite)"
+        return True, "private"
+
+    def _release_rows(self):
+        """One dict per release: name, mechanism, sensitivity, multiplier,
+        scale and std (None without noise)."""
+        rows = []
+        for name, noise in self.noise.items():
+            if noise is None:
+                rows.append(dict(release=name, mechanism=None, sensitivity=None,
+                                 noise_multiplier=None, noise_scale=None, noise_std=None))
+            else:
+                rows.append(dict(release=name, mechanism=noise.mechanism,
+                                 sensitivity=float(noise.sensitivity),
+                                 noise_multiplier=float(noise.multiplier),
+                                 noise_scale=float(noise.scale), noise_std=float(noise.std)))
+        return rows
+
+    def _batch_lines(self):
+        """``training: ...`` (one batch) or ``batch i: ...`` lines."""
+        lines = []
+        for i, (steps, rate) in enumerate(zip(self.steps, self.sampling_rates)):
+            line = f"{steps} steps at sampling rate {_fmt(rate)}"
+            if i < len(self.joint_noise_multipliers):
+                line += f" (joint noise multiplier {_fmt(self.joint_noise_multipliers[i])})"
+            lines.append(line)
+        if len(lines) == 1:
+            return [f"training: {lines[0]}"]
+        return [f"training, batch {i}: {line}" for i, line in enumerate(lines)]
+
+    def summary(self):
+        """A short, readable account of the report, several lines of text.
+
+        Epsilon and delta (the accountant's), the accountant and the
+        neighbouring relation, each release's noise (name, mechanism,
+        sensitivity, noise standard deviation and multiplier), the step
+        counts and sampling rates, and whether the fit is private.
+
+        Returns
+        -------
+        str
+        """
+        private, status = self._status()
+        head = f"PrivacyReport: {status}"
+        if private:
+            head += f", (epsilon={_fmt(self.epsilon)}, delta={_fmt(self.delta)})-DP"
+        else:
+            head += f"; epsilon={_fmt(self.epsilon)}, delta={_fmt(self.delta)}"
+        lines = [
+            head,
+            f"  accountant: {self.accountant}; neighbouring datasets: "
+            f"{_NEIGHBOURS.get(self.neighboring, self.neighboring)}",
+        ]
+        rows = self._release_rows()
+        if not rows:
+            lines.append("  releases: none (nothing was released from the data)")
+        else:
+            lines.append("  releases (noise std = noise multiplier x sensitivity):")
+            for row in rows:
+                if row["mechanism"] is None:
+                    lines.append(f"    {row['release']}: no noise")
+                else:
+                    lines.append(
+                        f"    {row['release']}: {row['mechanism']}, sensitivity "
+                        f"{_fmt(row['sensitivity'])}, noise std {_fmt(row['noise_std'])}, "
+                        f"noise multiplier {_fmt(row['noise_multiplier'])}"
+                    )
+        lines.extend(f"  {line}" for line in self._batch_lines())
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.summary()
+
+    def to_frame(self):
+        """One row per release, as a pandas DataFrame.
+
+        Indexed by the release's name, with columns ``mechanism``,
+        ``sensitivity``, ``noise_multiplier``, ``noise_scale`` (Gaussian std
+        or Laplace scale) and ``noise_std`` (NaN for a release without
+        noise). Needs pandas.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError(
+                "PrivacyReport.to_frame needs pandas: pip install pandas "
+                f"(or use PrivacyReport.summary()). ({exc})"
+            ) from exc
+        columns = ["release", "mechanism", "sensitivity", "noise_multiplier", "noise_scale",
+                   "noise_std"]
+        frame = pd.DataFrame(self._release_rows(), columns=columns)
+        numeric = columns[2:]
+        frame[numeric] = frame[numeric].astype(float)
+        return frame.set_index("release")
+
+    def _repr_html_(self):
+        """A small HTML table for notebooks (every text escaped)."""
+        esc = html.escape
+        private, status = self._status()
+        head = (f"<strong>PrivacyReport</strong>: {esc(status)}; "
+                f"epsilon = {esc(_fmt(self.epsilon))}, delta = {esc(_fmt(self.delta))}<br>"
+                f"accountant: {esc(str(self.accountant))}; neighbouring datasets: "
+                f"{esc(_NEIGHBOURS.get(self.neighboring, str(self.neighboring)))}")
+        cells = ("release", "mechanism", "sensitivity", "noise std", "noise multiplier")
+        header = "".join(f"<th>{esc(c)}</th>" for c in cells)
+        body = []
+        for row in self._release_rows():
+            values = (row["release"], row["mechanism"] or "no noise",
+                      _fmt(row["sensitivity"]), _fmt(row["noise_std"]),
+                      _fmt(row["noise_multiplier"]))
+            body.append("<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in values) + "</tr>")
+        table = (f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+                 if body else "<p>No releases (nothing was released from the data).</p>")
+        batches = "<br>".join(esc(line) for line in self._batch_lines())
+        batches = f"<p>{batches}</p>" if batches else ""
+        return f"<div class=\"skdp-privacy-report\"><p>{head}</p>{table}{batches}</div>"
+
+
+_NEIGHBOURS = {
+    "add_remove": "add or remove one record",
+    "replace": "replace one record",
+}
+
+
+def _fmt(value):
+    """A number for display: 4 significant digits, "-" for None."""
+    if value is None:
+        return "-"
+    value = float(value)
+    if math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.4g}"
 
 
 def _compose(initial_event, step_events, steps):
