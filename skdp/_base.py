@@ -9,6 +9,7 @@ import math
 import os
 import time
 import warnings
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -388,6 +389,9 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         """
         generator, seed, device = self._make_generator()
         plan = self._plan(X, fit, generator)
+        check = self._model_check_release()
+        if check is not None:
+            plan = replace(plan, initial=plan.initial + (check,))
         report, calibration_time = self._timed(self._calibrate, plan, fit)
         X_t = self._to_tensor(X, device, dtype=self._training_dtype)
         backend = self._make_backend(X_t, getattr(fit, "n_outputs", None)
@@ -400,6 +404,7 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         self._store_model(backend, result)
         self._store_privacy_report(report)
         self._store_fitted(report, result, fit)
+        self._check_model(X, report, generator, fit)
         return self
 
     def _plan(self, X, fit, generator):
@@ -425,6 +430,15 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
 
     def _store_fitted(self, report, result, fit):
         """The estimator's own fitted attributes (hook; default none)."""
+
+    def _model_check_release(self):
+        """The accounted release that checks the returned model, added to the
+        plan (hook; none by default, see :class:`BaseDPClassifier`)."""
+        return None
+
+    def _check_model(self, X, report, generator, fit):
+        """Check the returned model with the release of
+        :meth:`_model_check_release` (hook; nothing by default)."""
 
     def _run_training(self, train, device, calibration_time):
         """Call ``train()`` under :meth:`_training_threads`; set ``fit_time_``.
@@ -603,7 +617,10 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         ndarray of shape (n_samples,) for binary problems (score of
         ``classes_[1]`` against ``classes_[0]``), else (n_samples, n_classes).
         """
-        X = self._validate_predict_X(X)
+        return self._decision(self._validate_predict_X(X))
+
+    def _decision(self, X):
+        """:meth:`decision_function` of validated ``X``."""
         scores = self._raw_logits(X)
         if len(self.classes_) == 2:
             if scores.shape[1] == 2:
@@ -611,13 +628,16 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
             return scores[:, 0]
         return scores
 
-    def predict_proba(self, X):
-        """Class probabilities for ``X``, shape (n_samples, n_classes)."""
-        scores = self.decision_function(X)
+    @staticmethod
+    def _proba_from_scores(scores):
         if scores.ndim == 1:
             positive = expit(scores)
             return np.column_stack([1.0 - positive, positive])
         return softmax(scores.copy())
+
+    def predict_proba(self, X):
+        """Class probabilities for ``X``, shape (n_samples, n_classes)."""
+        return self._proba_from_scores(self.decision_function(X))
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`."""
@@ -630,12 +650,115 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
             return self.classes_[(scores > 0).astype(int)]
         return self.classes_[np.argmax(scores, axis=1)]
 
+    # ------------------------------------------------------ model check
+    def _model_check_release(self):
+        """One joint Gaussian release on the training data after training:
+        the counts of (group, true class, predicted class) of the *returned*
+        model, and the sum of its per-record log-losses clipped to
+        :data:`_CHECK_LOSS_BOUND` and divided by it. A record adds 1 to one
+        count and at most 1 to the sum: l2 sensitivity sqrt(2). It spends
+        :data:`_CHECK_SHARE` of the budget (GDP ``mu^2``); None without
+        privacy (the check is then exact)."""
+        if self.epsilon is None:
+            return None
+        return InitialRelease("model_check", sensitivity=math.sqrt(2.0),
+                              budget_share=_CHECK_SHARE)
+
+    def _check_model(self, X, report, generator, fit):
+        """The private check of the returned model (post-processing of the
+        ``"model_check"`` release): ``prediction_counts_``,
+        ``prediction_shares_``, ``check_log_loss_`` and
+        ``check_constant_log_loss_``, and a warning when the model is (nearly)
+        constant or its probabilities are worse than a constant predictor's,
+        each only when the noisy figure is beyond the threshold by one noise
+        standard deviation (on small data sets the check can then say
+        nothing)."""
+        y_codes = getattr(fit, "y_codes", None)
+        if y_codes is None:
+            return
+        n_classes = len(self.classes_)
+        group_codes = getattr(fit, "group_codes", None)
+        n_groups = 1 if self.groups_ is None or group_codes is None else len(self.groups_)
+        groups = np.zeros(len(y_codes), np.int64) if n_groups == 1 else group_codes
+        proba = self._proba_from_scores(self._decision(X))
+        predicted = proba.argmax(1)
+        cells = (groups * n_classes + y_codes) * n_classes + predicted
+        counts = np.bincount(cells, minlength=n_groups * n_classes * n_classes)
+        p_true = proba[np.arange(len(y_codes)), y_codes]
+        bound = _CHECK_LOSS_BOUND
+        with np.errstate(divide="ignore"):
+            losses = np.minimum(-np.log(np.maximum(p_true, 0.0)), bound) / bound
+        values = np.concatenate([counts.astype(np.float64), [losses.sum()]])
+        std = None
+        if report.private and "model_check" in report.noise:
+            std = report.scale("model_check")
+            noise = gaussian_noise(torch.zeros(len(values), dtype=torch.float64), std, generator)
+            values = values + noise.cpu().numpy()
+        self.prediction_counts_ = values[:-1].reshape(n_groups, n_classes, n_classes)
+        self.check_noise_std_ = std
+        self._judge_model(values[-1] * bound, std)
+
+    def _judge_model(self, loss_sum, std):
+        """Fitted summaries and warnings from the noisy check (post-processing)."""
+        counts = self.prediction_counts_  # noisy, may be negative
+        n_groups, n_classes, _ = counts.shape
+        n = max(float(counts.sum()), 1.0)
+        predicted = counts.sum((0, 1))
+        true = counts.sum((0, 2))
+        self.prediction_shares_ = np.clip(predicted, 0.0, None) / max(
+            float(np.clip(predicted, 0.0, None).sum()), 1.0)
+        true_shares = np.clip(true / n, 1e-12, 1.0)
+        true_shares = true_shares / true_shares.sum()
+        self.check_log_loss_ = float(loss_sum) / n
+        self.check_constant_log_loss_ = float(-(true_shares * np.log(true_shares)).sum())
+        top = int(np.argmax(predicted))
+        others = n - predicted[top]
+        # one standard deviation of the noisy count of the other predictions
+        others_std = 0.0 if std is None else std * math.sqrt(
+            n_groups * n_classes * (n_classes - 1))
+        label = self.classes_[top]
+        label = label.item() if isinstance(label, np.generic) else label
+        if others + others_std < _CONSTANT_MINORITY * n:
+            warnings.warn(
+                f"{type(self).__name__} predicts class {label!r} for about "
+                f"{100 * self.prediction_shares_[top]:.1f}% of the training records "
+                "(private check of the returned model, prediction_shares_): it is (nearly) "
+                "a constant classifier. Common causes: features on raw scales (amounts in "
+                "the thousands or millions make every clipped gradient tiny; scale them, "
+                "e.g. with skdp.preprocessing.DPStandardScaler and public bounds), too few "
+                "steps or too much noise (raise epsilon or max_epochs), or constraints "
+                "that only a constant model meets.",
+                UserWarning,
+            )
+        loss_error = 0.0 if std is None else std * _CHECK_LOSS_BOUND / n
+        if self.check_log_loss_ - loss_error > self.check_constant_log_loss_:
+            warnings.warn(
+                f"{type(self).__name__}'s predicted probabilities are worse than a constant "
+                f"predictor's on the training records: mean log-loss about "
+                f"{self.check_log_loss_:.3f} against {self.check_constant_log_loss_:.3f} for "
+                "predicting the class shares (private check of the returned model, "
+                "check_log_loss_). Scale the features, raise epsilon or max_epochs, or do "
+                "not use predict_proba as probabilities.",
+                UserWarning,
+            )
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # DP noise and clipping can cost accuracy on the tiny data sets the
         # generic checks use.
         tags.classifier_tags.poor_score = True
         return tags
+
+
+#: Share of the budget (GDP ``mu^2``) of the private check of a fitted
+#: classifier (:meth:`BaseDPClassifier._model_check_release`).
+_CHECK_SHARE = 0.02
+#: Per-record log-loss bound of that check.
+_CHECK_LOSS_BOUND = 10.0
+#: A classifier whose other predictions are below this share of the records
+#: (by one standard deviation of the check's noise) is reported as (nearly)
+#: constant.
+_CONSTANT_MINORITY = 0.02
 
 
 #: Exponents k of the log2 bins ``[2**(k-1), 2**k)`` of |y| in the private

@@ -25,9 +25,13 @@ def test_privacy_report_matches_fresh_accountant(data):
     assert fresh.compose(clf.dp_event_).get_epsilon(clf.delta_) == clf.epsilon_
     default = pld.PLDAccountant().compose(clf.dp_event_).get_epsilon(clf.delta_)
     assert default <= clf.epsilon_ <= default * 1.002
-    assert clf.dp_event_.count == clf.n_steps_
-    assert clf.dp_event_.event.sampling_probability == pytest.approx(128 / 3000)
-    assert clf.dp_event_.event.event.noise_multiplier == clf.noise_multiplier_
+    # the one-off check of the returned model, then the training steps
+    check, training = clf.dp_event_.events
+    assert check.noise_multiplier == pytest.approx(
+        clf.privacy_report_.noise["model_check"].multiplier)
+    assert training.count == clf.n_steps_
+    assert training.event.sampling_probability == pytest.approx(128 / 3000)
+    assert training.event.event.noise_multiplier == clf.noise_multiplier_
 
 
 def test_fixed_noise_stops_when_budget_is_spent(data):
@@ -338,7 +342,7 @@ def test_sample_rate_takes_precedence_over_batch_size(data):
                           random_state=0).fit(X, y)  # batch_size > n_samples is ignored
     assert clf.sampling_rate_ == 0.05
     assert clf.batch_size_ == 150
-    assert clf.dp_event_.event.sampling_probability == 0.05
+    assert clf.dp_event_.events[-1].event.sampling_probability == 0.05
 
 
 def test_full_batch_sample_rate(data):

@@ -332,8 +332,11 @@ def test_epsilon_recomputed_from_dp_event(kwargs):
     assert clf.epsilon_ <= 2.0
     assert compute_epsilon(clf.dp_event_, clf.delta_, "pld") == pytest.approx(clf.epsilon_)
     if clf.algorithm_ != "dp_sgd":
-        # anchors and differences are two events at different rates
-        events = clf.dp_event_.events
+        # the check of the returned model, then anchors and differences:
+        # two events at different rates
+        check, *events = clf.dp_event_.events
+        assert check.noise_multiplier == pytest.approx(
+            clf.privacy_report_.noise["model_check"].multiplier)
         assert [e.count for e in events] == list(clf.privacy_report_.steps)
         assert clf.privacy_report_.sampling_rates[0] > clf.privacy_report_.sampling_rates[1]
 

@@ -249,7 +249,7 @@ class _DPBilevelMixin:
                 "delta well below 1/n_samples.", UserWarning,
             )
 
-    def _tune(self, X, make_targets, n_outputs, validation_mask):
+    def _tune(self, X, make_targets, n_outputs, validation_mask, **labels):
         """Run the tuner and set the fitted attributes.
 
         ``make_targets(report, generator, device)`` returns the targets,
@@ -257,7 +257,7 @@ class _DPBilevelMixin:
         """
         self._check_tuner_params()
         fit = SimpleNamespace(make_targets=make_targets, n_outputs=n_outputs,
-                              validation_mask=validation_mask)
+                              validation_mask=validation_mask, **labels)
         return self._fit_private(X, fit)
 
     # the hooks of BaseDPEstimator._fit_private
@@ -663,4 +663,4 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
             codes = torch.as_tensor(y_codes, device=device)
             return torch.nn.functional.one_hot(codes, len(self.classes_)).double()
 
-        return self._tune(X, onehot, len(self.classes_), validation_mask)
+        return self._tune(X, onehot, len(self.classes_), validation_mask, y_codes=y_codes)

@@ -20,15 +20,17 @@ class _DPSGDMixin:
 
     _dpsgd_constraints = {"alpha": [Interval(Real, 0, None, closed="left")]}
 
-    def _fit_dpsgd(self, X, make_targets, head):
+    def _fit_dpsgd(self, X, make_targets, head, **labels):
         """Spend the budget on DP-SGD over ``X``; return self.
 
         ``make_targets(report, generator, device)`` returns the per-sample
         targets of ``head`` as a float tensor of shape (n_samples,
         ``self._n_model_outputs()``) (it may draw the noise of the plan's
-        initial releases).
+        initial releases). ``labels`` (classifiers: ``y_codes`` and
+        ``group_codes``) serve the check of the returned model.
         """
-        return self._fit_private(X, SimpleNamespace(make_targets=make_targets, head=head))
+        return self._fit_private(
+            X, SimpleNamespace(make_targets=make_targets, head=head, **labels))
 
     def _plan(self, X, fit, generator):
         fit.n = X.shape[0]
@@ -309,11 +311,12 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         self : DPSGDClassifier
         """
         self._validate_params()
-        X, y_codes, _ = self._validate_training_data(X, y, sensitive_features)
+        X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
 
         def onehot(report, generator, device):
             codes = torch.as_tensor(y_codes, device=device)
             return torch.nn.functional.one_hot(codes, len(self.classes_)).to(torch.float32)
 
-        return self._fit_dpsgd(X, onehot, CrossEntropyHead())
+        return self._fit_dpsgd(X, onehot, CrossEntropyHead(), y_codes=y_codes,
+                               group_codes=group_codes)
 

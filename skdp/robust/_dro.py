@@ -220,12 +220,12 @@ class _DROMixin:
         scales.update({r.name: initial[r.name] * r.sensitivity for r in plan.initial})
         return scales
 
-    def _fit_dro(self, X, targets):
+    def _fit_dro(self, X, targets, **labels):
         """Train on validated ``X``; ``targets(report, generator, device)``
         returns the per-sample target tensor (it may draw the noise of the
         plan's initial releases)."""
         self._divergence.name  # validates alpha / k
-        return self._fit_private(X, SimpleNamespace(make_targets=targets))
+        return self._fit_private(X, SimpleNamespace(make_targets=targets, **labels))
 
     # the hooks of BaseDPEstimator._fit_private
     def _plan(self, X, fit, generator):
@@ -704,13 +704,13 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         self : DPDROClassifier
         """
         self._validate_params()
-        X, y_codes, _ = self._validate_training_data(X, y, sensitive_features)
+        X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
         n_classes = len(self.classes_)
 
         def targets(report, generator, device):
             return torch.nn.functional.one_hot(torch.as_tensor(y_codes, device=device), n_classes)
 
-        return self._fit_dro(X, targets)
+        return self._fit_dro(X, targets, y_codes=y_codes, group_codes=group_codes)
 
     def _sample_losses(self, X, y):
         proba = self.predict_proba(X)

@@ -22,7 +22,7 @@ from ...privacy import (
     gaussian_noise,
 )
 from .._compiled import CompiledConstraints, make_constraints
-from .._rates import evaluate_constraints, evaluate_hard_constraints
+from .._rates import constraint_values, evaluate_constraints, evaluate_hard_constraints
 from ._trainer import RacoConfig, RacoNoise, train_raco
 
 #: Share of the per-step privacy (in GDP mu^2 terms) given to the clipped-
@@ -47,6 +47,9 @@ _MET_MARGIN = 0.01
 #: Largest noisy share of one predicted class before the fit is flagged as
 #: a (nearly) constant classifier.
 _CONSTANT_SHARE = 0.99
+
+#: Monte Carlo draws for the noise of the checked constraint values.
+_CHECK_DRAWS = 200
 
 
 def _set_noise_ratio(compiled, sizes, noise):
@@ -331,21 +334,27 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         Names of the requested constraints that were left out; the enforced
         ones are ``constraint_names_``.
     noisy_violation_ : ndarray of shape (n_constraints,)
-        Noisy constraint values minus tolerances, averaged over the steps
-        whose parameters are averaged into the model (at least the last
-        quarter; post-processing of the released histograms).
+        Constraint values of the *returned* model minus tolerances, on the
+        training records, from the private check of the model
+        (``prediction_counts_``: one noisy release of its (group, true
+        class, predicted class) counts after training, accounted in
+        ``dp_event_``).
     constraints_met_ : bool
         False when some requested constraint was left out
         (``excluded_constraints_``), or when some ``noisy_violation_``
-        exceeds both 0.01 and twice its error (its standard error over the
-        steps plus the error that the noisy one-off sizes can cause): the
-        tolerance was not met at this privacy level. A warning says which.
-        Check it before deploying the model.
+        exceeds both 0.01 and twice its noise (``noisy_violation_std_``):
+        the returned model does not meet the tolerance. A warning says
+        which. Check it on held-out data before deploying the model.
+    noisy_violation_std_ : ndarray of shape (n_constraints,)
+        Standard deviation of ``noisy_violation_`` due to the check's noise
+        (Monte Carlo over the public noise distribution: post-processing).
     prediction_shares_ : ndarray of shape (n_classes,)
-        Noisy share of each predicted class in the training batches over the
-        last quarter of the steps (from the released histograms: hard
-        predictions with ``dual_rates="hard"``). A share near 1 means a
+        Noisy share of each class among the returned model's predictions on
+        the training records (the private check). A share near 1 means a
         (nearly) constant classifier, and a warning says so.
+    prediction_counts_ : ndarray of shape (n_groups, n_classes, n_classes)
+        The noisy check: counts of (group, true class, predicted class) of
+        the returned model on the training records.
     joint_noise_multiplier_ : float
     n_steps_ : int
     sampling_rate_, batch_size_ : float, int
@@ -890,66 +899,80 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         relative = np.minimum(self.cell_size_noise_ * np.sqrt(n_cells) / total, 1.0)
         return np.abs(np.asarray(compiled.coefficients)).max(2) @ relative
 
-    def _warn_from_history(self, noise, expected_batch):
-        """Diagnostics and warnings from the noisy history only (post-processing).
-
-        Sets ``noisy_violation_`` and ``constraints_met_`` (from the averaged
-        steps, at least the last quarter) and ``prediction_shares_`` (from the
-        last quarter).
-        """
-        hist = self.history_
-        steps, n_constraints = hist["lambda"].shape
-        tail = slice(steps - max(2, steps // 4), steps)
-        # the violation is judged over the averaged steps (at least a quarter)
-        window = max(0.25, self.averaging if self.return_iterate == "average" else 0.0)
-        values = hist["constraint_values"][steps - max(2, int(window * steps)):]
-        n_tail = values.shape[0]
-        violation = values.mean(0) if n_tail else np.zeros(n_constraints)
-        spread = values.std(0) / math.sqrt(n_tail) if n_tail > 1 else np.zeros(n_constraints)
-        unmet = violation > np.maximum(_MET_MARGIN, 2.0 * (spread + self._size_error()))
-        self.noisy_violation_ = violation
-        self.constraints_met_ = not unmet.any() and not self.excluded_constraints_
-        counts = np.clip(hist["histogram"][tail].sum((0, 1)), 0.0, None)
-        total = counts.sum()
-        k = len(self.classes_)
-        self.prediction_shares_ = counts / total if total > 0 else np.full(k, 1.0 / k)
-        if steps < 8:
-            return
-        top = int(np.argmax(self.prediction_shares_))
-        label = self.classes_[top]
-        label = label.item() if isinstance(label, np.generic) else label
-        if self.prediction_shares_[top] >= _CONSTANT_SHARE:
-            why = (
-                " The constraints are being met by predicting one class for everyone: the "
-                "tolerance is likely out of reach at this privacy level and group sizes."
-                if n_constraints else ""
-            )
-            warnings.warn(
-                f"The model predicts class {label!r} for about "
-                f"{100 * self.prediction_shares_[top]:.1f}% of the training records (noisy "
-                f"estimate over the last {n_tail} steps, prediction_shares_): it is (nearly) a "
-                f"constant classifier.{why} Raise tolerance or epsilon, or check "
-                "excluded_groups_ and small_group_threshold.",
-                UserWarning,
-            )
+    def _judge_model(self, loss_sum, std):
+        """The check of the returned model, and its constraint values:
+        ``noisy_violation_``, ``noisy_violation_std_`` and
+        ``constraints_met_`` (post-processing of ``prediction_counts_``)."""
+        super()._judge_model(loss_sum, std)
+        compiled = self.constraints_
+        n_constraints = compiled.n_constraints
         if n_constraints == 0:
+            self.noisy_violation_ = np.zeros(0)
+            self.noisy_violation_std_ = np.zeros(0)
+            self.constraints_met_ = not self.excluded_constraints_
             return
+        tolerance = np.asarray(compiled.tolerance, dtype=np.float64)
+        values = self._constraint_values_of_counts(self.prediction_counts_)
+        spread = np.zeros(n_constraints)
+        if std is not None:
+            # public noise around the released counts: how far the values move
+            rng = np.random.default_rng(0)
+            draws = [self._constraint_values_of_counts(
+                self.prediction_counts_ + rng.normal(0.0, std, self.prediction_counts_.shape))
+                for _ in range(_CHECK_DRAWS)]
+            spread = np.std(draws, axis=0)
+        violation = values - tolerance
+        unmet = violation > np.maximum(_MET_MARGIN, 2.0 * spread)
+        self.noisy_violation_ = violation
+        self.noisy_violation_std_ = spread
+        self.constraints_met_ = not unmet.any() and not self.excluded_constraints_
         if unmet.any():
             order = np.argsort(-(violation - 2.0 * spread))
             worst = [
                 f"{self.constraint_names_[j]}: {violation[j]:+.3f} (tolerance "
-                f"{self.constraints_.tolerance[j]:g})"
+                f"{compiled.tolerance[j]:g}, noise {spread[j]:.3f})"
                 for j in order[:3] if unmet[j]
             ]
             warnings.warn(
-                f"Constraints not met: the noisy violation (constraint value minus tolerance) "
-                f"averaged over the last {n_tail} steps is {'; '.join(worst)}, beyond its noise; "
-                "constraints_met_ is False and noisy_violation_ holds every value. The "
-                "tolerance is likely out of reach at this privacy level and group sizes: raise "
-                "tolerance or epsilon, and check the constraints on held-out data before "
-                "deploying.",
+                f"Constraints not met by the returned model: its constraint value minus "
+                f"tolerance on the training records (private check) is {'; '.join(worst)}, "
+                "beyond its noise; constraints_met_ is False and noisy_violation_ holds every "
+                "value. The tolerance is likely out of reach at this privacy level and group "
+                "sizes: raise tolerance or epsilon, and check the constraints on held-out data "
+                "before deploying.",
                 UserWarning,
             )
+
+    def _constraint_values_of_counts(self, counts):
+        """Hard constraint values from (group, true class, predicted class)
+        counts (clipped rates)."""
+        compiled = self.constraints_
+        atom_cell = np.asarray(compiled.atom_cell)  # (classes, groups) -> cell
+        n_cells = compiled.n_cells
+        hist = np.zeros((n_cells, counts.shape[2]))
+        for label in range(atom_cell.shape[0]):
+            for group in range(atom_cell.shape[1]):
+                cell = atom_cell[label, group]
+                if cell >= 0:
+                    hist[cell] += counts[min(group, counts.shape[0] - 1), label]
+        values = constraint_values(torch.as_tensor(hist), compiled,
+                                   min_denominator=self.min_denominator, clip_rates=True)
+        return values.numpy()
+
+    def _warn_from_history(self, noise, expected_batch):
+        """Warnings from the noisy history only (post-processing): groups too
+        small for the histogram noise, growing multipliers, heavy clipping.
+        Whether the returned model meets the constraints is judged by the
+        private check of the model (:meth:`_judge_model`)."""
+        hist = self.history_
+        steps, n_constraints = hist["lambda"].shape
+        tail = slice(steps - max(2, steps // 4), steps)
+        window = max(0.25, self.averaging if self.return_iterate == "average" else 0.0)
+        values = hist["constraint_values"][steps - max(2, int(window * steps)):]
+        violation = values.mean(0) if values.shape[0] else np.zeros(n_constraints)
+        k = len(self.classes_)
+        if steps < 8 or n_constraints == 0:
+            return
         if noise.private and self.expected_sizes_ is None:
             denominators = hist["denominators"][tail].mean(0)
             noise_std = noise.histogram_std
