@@ -271,6 +271,39 @@ def test_encoder_missing_values_and_mixed_types():
                                          [0, 0, 0, 1, 0], [1, 0, 0, 0, 1]]
 
 
+def test_encoder_inverse_transform_round_trip():
+    X = np.array([["a", "x"], ["b", "y"], ["a", "z"], ["c", "x"]], dtype=object)
+    enc = DPOneHotEncoder(categories=[["a", "b"], ["x", "y"]]).fit(X)
+    back = enc.inverse_transform(enc.transform(X))
+    # values outside categories_ (unknown, infrequent) are all zeros: None,
+    # as scikit-learn's OneHotEncoder(handle_unknown="ignore") inverts them
+    assert back.dtype == object
+    assert back.tolist() == [["a", "x"], ["b", "y"], ["a", None], [None, "x"]]
+    known = X[:2]
+    assert np.array_equal(enc.inverse_transform(enc.transform(known)), known)
+    # as scikit-learn does: no unknowns keep the categories' dtype
+    assert enc.inverse_transform(enc.transform(known)).dtype.kind == "U"
+
+
+def test_encoder_inverse_transform_numbers_and_empty_features():
+    X = np.array([[1, 5], [2, 5], [3, 6]])
+    enc = DPOneHotEncoder(categories=[[1, 2, 3], []]).fit(X)
+    Xt = enc.transform(X)
+    assert Xt.shape == (3, 3)
+    back = enc.inverse_transform(Xt)
+    assert back.tolist() == [[1, None], [2, None], [3, None]]
+    # a private selection: the round trip keeps the frequent categories
+    rng = np.random.default_rng(0)
+    C = rng.choice(["a", "b", "rare"], p=[0.6, 0.39, 0.01], size=(5000, 1)).astype(object)
+    enc = DPOneHotEncoder(candidate_categories=[["a", "b", "rare"]], min_frequency=0.05,
+                          epsilon=1.0, random_state=0).fit(C)
+    back = enc.inverse_transform(enc.transform(C))
+    assert np.array_equal(back[C != "rare"], C[C != "rare"])
+    assert all(v is None for v in back[C == "rare"])
+    with pytest.raises(ValueError, match="Expected 2 columns, got 3"):
+        enc.inverse_transform(np.zeros((1, 3)))
+
+
 @PROPERTY
 @given(std=st.floats(0.1, 1e4), n_features=st.integers(1, 20), delta=st.floats(1e-12, 1e-3))
 def test_stability_threshold_hides_new_categories(std, n_features, delta):

@@ -6,15 +6,21 @@ import warnings
 import dp_accounting as dpa
 import numpy as np
 import pytest
-from sklearn.compose import ColumnTransformer
+from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.exceptions import NotFittedError
+from sklearn.impute import MissingIndicator, SimpleImputer
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 from sklearn.preprocessing import FunctionTransformer, Normalizer, StandardScaler
 
 from skdp import DPSGDClassifier
 from skdp.exceptions import PrivacyLeakWarning
 from skdp.model_selection import PrivateGridSearchCV
-from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
+from skdp.preprocessing import (
+    DPMinMaxScaler,
+    DPOneHotEncoder,
+    DPSimpleImputer,
+    DPStandardScaler,
+)
 from skdp.privacy import make_accountant, spent
 
 
@@ -174,3 +180,121 @@ def test_private_search_is_read_at_its_event_delta(data):
     assert total.delta == pytest.approx(search.delta_, rel=1e-9)
     assert search.delta_ <= search.delta
     assert total.steps == (("search", search.epsilon_, search.delta_),)
+
+
+# ------------------------------------------ data-independent scikit-learn steps
+def _numeric_with_missing(data):
+    X, y = data
+    Xn = X[:, :2].astype(float)
+    Xn[::7, 0] = np.nan
+    return Xn, y
+
+
+def _free(pipe):
+    """spent() of ``pipe`` without any PrivacyLeakWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        return spent(pipe)
+
+
+def test_constant_imputation_is_free(data):
+    """The user's report: a constant SimpleImputer learns nothing, yet
+    spent() warned and gave inf. With keep_empty_features=True its fitted
+    state is the fill value and the input's dtype: free."""
+    Xn, y = _numeric_with_missing(data)
+    for imputer in (SimpleImputer(strategy="constant", keep_empty_features=True),
+                    SimpleImputer(strategy="constant", fill_value=-1.0,
+                                  keep_empty_features=True)):
+        pipe = make_pipeline(imputer, _classifier()).fit(Xn, y)
+        total = _free(pipe)
+        assert total.epsilon == pytest.approx(pipe[-1].epsilon_, rel=1e-9)
+        assert [name for name, _, _ in total.steps] == ["dpsgdclassifier"]
+
+
+def test_constant_imputation_that_may_drop_columns_is_not_free(data):
+    """scikit-learn's default keep_empty_features=False drops a column that
+    is entirely missing in fit: whether it is dropped depends on the data
+    (one record decides it), so that configuration still counts as a leak,
+    and so does add_indicator=True (it keeps the columns that had missing
+    values)."""
+    Xn, y = _numeric_with_missing(data)
+    for imputer, hint in [
+        (SimpleImputer(strategy="constant"), "keep_empty_features=True"),
+        (SimpleImputer(strategy="constant", keep_empty_features=True, add_indicator=True),
+         "add_indicator=False"),
+        (SimpleImputer(strategy="mean"), "DPSimpleImputer"),
+    ]:
+        pipe = make_pipeline(imputer, _classifier()).fit(Xn, y)
+        with pytest.warns(PrivacyLeakWarning, match=f"simpleimputer.*{hint}"):
+            assert spent(pipe).epsilon == math.inf
+
+
+def test_missing_indicator_over_all_features_is_free(data):
+    Xn, y = _numeric_with_missing(data)
+    union = FeatureUnion([("values", SimpleImputer(strategy="constant",
+                                                   keep_empty_features=True)),
+                          ("missing", MissingIndicator(features="all"))])
+    pipe = make_pipeline(union, _classifier()).fit(Xn, y)
+    assert _free(pipe).epsilon == pytest.approx(pipe[-1].epsilon_, rel=1e-9)
+    # features="missing-only" (the default) keeps the columns that had
+    # missing values in fit: learnt from the data
+    leaky = make_pipeline(MissingIndicator(), _classifier()).fit(Xn, y)
+    with pytest.warns(PrivacyLeakWarning, match="missingindicator.*features='all'"):
+        assert spent(leaky).epsilon == math.inf
+
+
+def test_stateless_function_transformer_is_free(data):
+    Xn, y = _numeric_with_missing(data)
+    pipe = make_pipeline(FunctionTransformer(np.nan_to_num), _classifier()).fit(Xn, y)
+    assert _free(pipe).epsilon == pytest.approx(pipe[-1].epsilon_, rel=1e-9)
+
+
+def test_column_selection_is_free(data):
+    """ColumnTransformer blocks "passthrough" and "drop", a remainder, and
+    columns chosen by dtype or name (make_column_selector reads only the
+    schema) learn nothing."""
+    pd = pytest.importorskip("pandas")
+    X, y = data
+    frame = pd.DataFrame({"age": X[:, 0].astype(float), "hours": X[:, 1].astype(float),
+                          "color": X[:, 2].astype(str)})
+    pre = ColumnTransformer([
+        ("num", DPStandardScaler(bounds=(0, 100), epsilon=0.2, random_state=0),
+         make_column_selector(dtype_include="number", pattern="^a")),
+        ("keep", "passthrough", make_column_selector(pattern="hours")),
+        ("cat", "drop", make_column_selector(dtype_include=object)),
+    ], remainder="passthrough")
+    pipe = Pipeline([("pre", pre), ("clf", _classifier())]).fit(frame, y)
+    total = _free(pipe)
+    assert [name for name, _, _ in total.steps] == ["pre__num", "clf"]
+    events = dpa.ComposedDpEvent([pipe["pre"].named_transformers_["num"].dp_event_,
+                                  pipe["clf"].dp_event_])
+    fresh = make_accountant("pld").compose(events).get_epsilon(1e-5 + 1e-5)
+    assert total.epsilon == pytest.approx(fresh, rel=1e-9)
+
+
+def test_column_choice_by_an_arbitrary_callable_is_not_free(data):
+    """A callable that picks columns may read their values (here: the
+    columns whose mean is above 50); only make_column_selector is known to
+    read nothing but the schema."""
+    X, y = data
+    Xn = X[:, :2].astype(float)
+    pre = ColumnTransformer([("pick", "passthrough",
+                              lambda Z: [j for j in range(Z.shape[1]) if Z[:, j].mean() > 50])])
+    pipe = Pipeline([("pre", pre), ("clf", _classifier())]).fit(Xn, y)
+    with pytest.warns(PrivacyLeakWarning, match="'pre' \\(ColumnTransformer\\).*callable"):
+        assert spent(pipe).epsilon == math.inf
+    with pytest.raises(ValueError, match="callable"):
+        spent(pipe, non_private="raise")
+
+
+def test_dp_imputer_in_a_pipeline(data):
+    Xn, y = _numeric_with_missing(data)
+    pipe = make_pipeline(
+        DPSimpleImputer(bounds=([17, 1], [90, 99]), epsilon=0.2, delta=1e-6, random_state=0),
+        _classifier(),
+    ).fit(Xn, y)
+    total = _free(pipe)
+    events = dpa.ComposedDpEvent([pipe[0].dp_event_, pipe[1].dp_event_])
+    fresh = make_accountant("pld").compose(events).get_epsilon(1e-6 + 1e-5)
+    assert total.epsilon == pytest.approx(fresh, rel=1e-9)
+    assert [name for name, _, _ in total.steps] == ["dpsimpleimputer", "dpsgdclassifier"]

@@ -1,4 +1,4 @@
-"""Private preprocessing: scalers and encoders whose fitted state is DP.
+"""Private preprocessing: scalers, encoder and imputer whose fitted state is DP.
 
 Each step learns its state under differential privacy (or from public
 bounds and categories, at no cost) and reports ``epsilon_``, ``delta_``,
@@ -8,7 +8,14 @@ bounds and categories, at no cost) and reports ``epsilon_``, ``delta_``,
 
 from ..exceptions import PrivacyLeakWarning
 from ._encoder import DPOneHotEncoder
+from ._imputer import DPSimpleImputer
 from ._minmax_scaler import DPMinMaxScaler
 from ._standard_scaler import DPStandardScaler
 
-__all__ = ["DPMinMaxScaler", "DPOneHotEncoder", "DPStandardScaler", "PrivacyLeakWarning"]
+__all__ = [
+    "DPMinMaxScaler",
+    "DPOneHotEncoder",
+    "DPSimpleImputer",
+    "DPStandardScaler",
+    "PrivacyLeakWarning",
+]

@@ -7,7 +7,7 @@ import numpy as np
 from scipy import stats
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..privacy import Release
 from ._base import DPPreprocessorMixin, add_noise, one_off_plan, public_report
@@ -364,6 +364,65 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             rows = np.flatnonzero(codes >= 0)
             out[rows, offset + codes[rows]] = 1
             offset += width
+        return out
+
+    def inverse_transform(self, X):
+        """Map one-hot rows back to the categories.
+
+        As scikit-learn's ``OneHotEncoder(handle_unknown="ignore")`` does: in
+        each feature's block the column holding the largest value gives the
+        category, and a block of all zeros -- a value that was unknown,
+        infrequent or missing, which ``transform`` encodes as zeros -- gives
+        ``None`` (the output is then of object dtype). A feature without any
+        category is None in every row.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_encoded_features)
+            One-hot encoded data, e.g. the output of :meth:`transform`.
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skdp.preprocessing import DPOneHotEncoder
+        >>> enc = DPOneHotEncoder(categories=[["a", "b"]]).fit([["a"], ["b"]])
+        >>> enc.inverse_transform(enc.transform([["b"], ["c"]]))
+        array([['b'],
+               [None]], dtype=object)
+        """
+        check_is_fitted(self)
+        X = check_array(X, accept_sparse="csr")
+        widths = [len(c) for c in self.categories_]
+        if X.shape[1] != sum(widths):
+            raise ValueError(
+                "Shape of the passed X data is not correct. Expected "
+                f"{sum(widths)} columns, got {X.shape[1]}; pass the output of transform."
+            )
+        try:
+            dtype = np.result_type(*[c.dtype for c in self.categories_ if len(c)])
+        except (TypeError, ValueError):  # no category, or types without a common dtype
+            dtype = np.dtype(object)
+        out = np.empty((X.shape[0], len(widths)), dtype=dtype)
+        unknown = {}
+        offset = 0
+        for j, (categories, width) in enumerate(zip(self.categories_, widths)):
+            if width == 0:
+                unknown[j] = np.ones(X.shape[0], dtype=bool)
+                continue
+            block = X[:, offset:offset + width]
+            out[:, j] = categories[np.asarray(block.argmax(axis=1)).ravel()]
+            zeros = np.asarray(block.sum(axis=1) == 0).ravel()
+            if zeros.any():
+                unknown[j] = zeros
+            offset += width
+        if unknown:
+            out = out.astype(object)
+            for j, rows in unknown.items():
+                out[rows, j] = None
         return out
 
     def get_feature_names_out(self, input_features=None):

@@ -8,7 +8,8 @@ Gaussian release. The range is then read from the noisy histogram alone
 (post-processing): from the lower edge of the first bin where the noisy
 cumulative count passes ``quantile`` of the noisy total, to the upper edge of
 the last bin where the count from the right does; rounding outwards to bin
-edges keeps the estimate on the wide side.
+edges keeps the estimate on the wide side. :func:`histogram_median` reads
+a feature's median from the same kind of noisy histogram.
 """
 
 import math
@@ -24,17 +25,26 @@ def histogram_release(n_features, share=1.0, name="histogram"):
     return Release(name, sensitivity=math.sqrt(n_features), share=share)
 
 
-def range_histogram(X, lower, upper, n_bins):
+def range_histogram(X, lower, upper, n_bins, observed=None):
     """Counts of ``X`` (clipped to ``[lower, upper]``) in ``n_bins`` equal bins.
+
+    ``observed`` (a boolean mask of the shape of ``X``, or None for all)
+    selects the entries that are counted; the others (missing values, which
+    may be NaN) count nowhere, so a record still adds at most one to one bin
+    of each feature.
 
     Returns an array of shape (n_features, n_bins).
     """
-    X = np.clip(np.asarray(X, dtype=np.float64), lower, upper)
+    X = np.asarray(X, dtype=np.float64)
+    if observed is not None:
+        X = np.where(observed, X, lower)
+    X = np.clip(X, lower, upper)
     codes = np.floor((X - lower) / (upper - lower) * n_bins).astype(np.int64)
     codes = np.clip(codes, 0, n_bins - 1)
     n_features = X.shape[1]
     flat = codes + n_bins * np.arange(n_features)
-    return np.bincount(flat.ravel(), minlength=n_features * n_bins).reshape(
+    weights = None if observed is None else np.asarray(observed, dtype=np.float64).ravel()
+    return np.bincount(flat.ravel(), weights=weights, minlength=n_features * n_bins).reshape(
         n_features, n_bins
     ).astype(np.float64)
 
@@ -65,3 +75,42 @@ def range_from_histogram(noisy, lower, upper, quantile):
     lo_bin, hi_bin = np.minimum(first, last), np.maximum(first, last)
     width = (upper - lower) / n_bins
     return lower + lo_bin * width, lower + (hi_bin + 1) * width
+
+
+def histogram_median(noisy, lower, upper):
+    """Per-feature median read from a (noisy) histogram over ``[lower, upper]``.
+
+    The first bin where the cumulative count reaches half the total, and the
+    point inside it found by linear interpolation (the records of a bin
+    taken as spread evenly over it). Post-processing of the histogram only;
+    the result is always in ``[lower, upper]``, also when the noisy total is
+    not positive (the caller decides from the noisy total whether to trust
+    it).
+
+    Parameters
+    ----------
+    noisy : ndarray of shape (n_features, n_bins)
+    lower, upper : ndarray of shape (n_features,)
+
+    Returns
+    -------
+    median : ndarray of shape (n_features,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdp.preprocessing._ranges import histogram_median
+    >>> histogram_median(np.array([[0.0, 4.0, 4.0, 0.0]]), np.array([0.0]), np.array([4.0]))
+    array([2.])
+    """
+    n_features, n_bins = noisy.shape
+    rows = np.arange(n_features)
+    cumulative = np.cumsum(noisy, axis=1)
+    half = cumulative[:, -1] / 2
+    crossing = np.argmax(cumulative >= half[:, None], axis=1)
+    before = np.where(crossing > 0, cumulative[rows, np.maximum(crossing - 1, 0)], 0.0)
+    inside = noisy[rows, crossing]
+    fraction = np.clip((half - before) / np.where(inside > 0, inside, 1.0), 0.0, 1.0)
+    fraction = np.where(inside > 0, fraction, 0.5)
+    width = (upper - lower) / n_bins
+    return np.clip(lower + (crossing + fraction) * width, lower, upper)

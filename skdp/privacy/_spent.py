@@ -15,16 +15,109 @@ import warnings
 from typing import NamedTuple
 
 import dp_accounting as dpa
+from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.exceptions import NotFittedError
+from sklearn.impute import MissingIndicator, SimpleImputer
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import PrivacyLeakWarning
 from ._accounting import ACCOUNTANTS, compute_epsilon
-from ._budget import leaf_steps
+from ._budget import _children, leaf_steps
 
 #: Fitted attributes that only describe the input's schema (public).
 _SCHEMA_ATTRIBUTES = {"n_features_in_", "feature_names_in_"}
+
+
+# ---------------------------------------------- data-independent scikit-learn steps
+# An allow-list, kept short and explicit: scikit-learn configurations whose
+# fitted state depends only on the input's schema (number, names and dtypes
+# of the columns) and on public parameters, never on the values. Each entry
+# maps an exact class (a subclass may learn more) to a function returning
+# None when the configuration is data-independent, or a sentence saying what
+# it learns and how to make it free. Everything else that has fitted
+# attributes beyond the schema counts as learnt without privacy. Each entry
+# has a test in tests/test_spent.py.
+
+
+def _function_transformer(step):
+    # Stateless: ``func`` is applied to each call's input and fit stores only
+    # the schema. (Its optional ``check_inverse`` test runs on the fit data,
+    # but only warns at fit time; nothing of it is stored.)
+    return None
+
+
+def _simple_imputer(step):
+    # strategy="constant": statistics_ is the public fill_value (or its
+    # default for the dtype, 0 or "missing_value") in every column, and the
+    # fitted dtypes are the input's. Two settings read the values, though:
+    # with keep_empty_features=False (scikit-learn's default) a column that
+    # is entirely missing in fit gets NaN in statistics_ and is dropped by
+    # transform -- one record decides that -- and add_indicator=True fits a
+    # MissingIndicator(features="missing-only"), which keeps the columns that
+    # had missing values.
+    if step.strategy != "constant":
+        return (f"learnt its strategy={step.strategy!r} statistics from the data without "
+                "differential privacy; use skdp.preprocessing.DPSimpleImputer with public "
+                "bounds, or strategy='constant'")
+    if not step.keep_empty_features:
+        return ("drops the columns that are entirely missing in fit (which one record can "
+                "decide); strategy='constant' is free only with keep_empty_features=True")
+    if step.add_indicator:
+        return ("keeps the indicator columns that had missing values in fit; use "
+                "add_indicator=False (and MissingIndicator(features='all') or "
+                "DPSimpleImputer(add_indicator=True) for the indicator)")
+    return None
+
+
+def _missing_indicator(step):
+    # features="all": features_ is every column (the schema). "missing-only"
+    # (the default) keeps the columns that had missing values in fit.
+    if step.features == "all":
+        return None
+    return ("kept the columns that had missing values in fit; use features='all' for an "
+            "indicator of every column")
+
+
+_DATA_INDEPENDENT = {
+    FunctionTransformer: _function_transformer,
+    SimpleImputer: _simple_imputer,
+    MissingIndicator: _missing_indicator,
+}
+
+
+def _column_choice(container):
+    """None when a fitted ColumnTransformer chose its columns from the schema
+    alone, else why not.
+
+    Lists, slices and masks of columns are public, and so is the remainder
+    (the columns left over). ``make_column_selector`` picks columns by dtype
+    and name pattern, reading only the schema (dtypes count as schema when
+    they are fixed by the data owner, not inferred from the values; e.g.
+    ``pandas.read_csv`` makes an integer column with one missing value
+    float). Any other callable may read the values.
+    """
+    for name, _, columns in container.transformers:
+        if callable(columns) and type(columns) is not make_column_selector:
+            return (f"chooses the columns of {name!r} with a callable that may read their "
+                    "values; give the columns as a list, or use "
+                    "sklearn.compose.make_column_selector (dtypes and names only)")
+    return None
+
+
+def _column_choices(estimator, prefix=""):
+    """``(path, container, why)`` of every fitted ColumnTransformer inside
+    ``estimator`` whose column choice may depend on the data."""
+    found = []
+    if isinstance(estimator, ColumnTransformer) and _is_fitted(estimator):
+        why = _column_choice(estimator)
+        if why is not None:
+            found.append((prefix or type(estimator).__name__, estimator, why))
+    children = None if estimator is None or isinstance(estimator, str) else _children(
+        estimator, fitted=True)
+    for name, child in children or ():
+        found.extend(_column_choices(child, f"{prefix}__{name}" if prefix else name))
+    return found
 
 
 class Spent(NamedTuple):
@@ -76,13 +169,23 @@ def _event_delta(step):
     return float(getattr(step, "event_delta_", step.delta_))
 
 
-def _learns_nothing(estimator):
-    """Stateless steps: a FunctionTransformer, or an estimator whose fitted
-    attributes only describe the input's schema."""
-    if isinstance(estimator, FunctionTransformer):
-        return True
+def _what_it_learnt(estimator):
+    """None for a step that learns nothing from the values (an allow-listed
+    scikit-learn configuration, or an estimator whose fitted attributes only
+    describe the input's schema), else what it learnt."""
+    known = _DATA_INDEPENDENT.get(type(estimator))
+    if known is not None:
+        return known(estimator)
     fitted = {k for k in vars(estimator) if k.endswith("_") and not k.startswith("__")}
-    return fitted <= _SCHEMA_ATTRIBUTES
+    if fitted <= _SCHEMA_ATTRIBUTES:
+        return None
+    return "learnt from the data without differential privacy"
+
+
+def _learns_nothing(estimator):
+    """Whether a fitted step without ``dp_event_`` learnt nothing from the
+    data's values (see :func:`_what_it_learnt`)."""
+    return _what_it_learnt(estimator) is None
 
 
 def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
@@ -107,15 +210,31 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
     like any other: its event is read at its ``event_delta_``, so that
     ``spent`` of it alone gives its own ``(epsilon_, delta_)``.
 
-    Steps that learn nothing from the data are fine: ``"passthrough"``,
-    ``"drop"``, a ``FunctionTransformer``, unfitted steps (e.g. a
-    ``ColumnTransformer`` block with no columns), and estimators whose
-    fitted attributes only describe the input's schema (``n_features_in_``,
-    ``feature_names_in_``). A step fitted on the data without differential
-    privacy (a scikit-learn ``StandardScaler``, a skdp estimator fitted with
-    ``epsilon=None``, a plain ``GridSearchCV``) makes the whole workflow
-    non-private: by default a :class:`~skdp.exceptions.PrivacyLeakWarning`
-    names the step and epsilon is inf.
+    Steps that learn nothing from the data's values are free:
+    ``"passthrough"``, ``"drop"``, unfitted steps (e.g. a
+    ``ColumnTransformer`` block with no columns), estimators whose fitted
+    attributes only describe the input's schema (``n_features_in_``,
+    ``feature_names_in_``), and a short allow-list of scikit-learn
+    configurations whose fitted state depends only on the schema and public
+    parameters:
+
+    - a ``FunctionTransformer`` (stateless);
+    - ``SimpleImputer(strategy="constant", keep_empty_features=True,
+      add_indicator=False)``: with scikit-learn's default
+      ``keep_empty_features=False`` a column entirely missing in fit is
+      dropped, which depends on the data, and ``add_indicator=True`` keeps
+      the columns that had missing values;
+    - ``MissingIndicator(features="all")`` (``"missing-only"`` keeps the
+      columns that had missing values);
+    - a ``ColumnTransformer`` choosing its columns by list, slice, mask or
+      ``make_column_selector`` (dtypes and name patterns); another callable
+      may read the values and counts as a leak.
+
+    A step fitted on the data without differential privacy (a scikit-learn
+    ``StandardScaler``, a skdp estimator fitted with ``epsilon=None``, a
+    plain ``GridSearchCV``) makes the whole workflow non-private: by default
+    a :class:`~skdp.exceptions.PrivacyLeakWarning` names the step, says what
+    it learnt and how to avoid it, and epsilon is inf.
 
     Parameters
     ----------
@@ -188,15 +307,18 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
             events.append(event)
             deltas.append(_event_delta(step))
             selection_delta += float(getattr(step, "selection_delta_", 0.0))
-        elif not _learns_nothing(step):
+        elif (why := _what_it_learnt(step)) is not None:
             steps.append((name, math.inf, 0.0))
-            leaks.append((name, step, "learnt from the data without differential privacy"))
+            leaks.append((name, step, why))
+    for path, container, why in _column_choices(estimator):
+        steps.append((path, math.inf, 0.0))
+        leaks.append((path, container, why))
 
     for name, step, why in leaks:
         message = (
             f"Step {name!r} ({type(step).__name__}) {why}, so the workflow is not "
             "differentially private. Use a private step (skdp.preprocessing), public "
-            "parameters, or a stateless transformer instead."
+            "parameters, or a data-independent transformer instead."
         )
         if non_private == "raise":
             raise ValueError(message)
