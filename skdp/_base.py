@@ -293,12 +293,17 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
             return int(self.max_steps)
         return max(1, int(round(self.max_epochs / sampling_rate)))
 
+    #: Factor ``c`` of ``batch_size="auto"``: ``min(n // 4, max(64, c sqrt(n)))``.
+    _auto_batch_factor = 6
+
     def _resolve_batch_size(self, n_samples):
         """``batch_size``, with ``"auto"`` resolved to
-        ``min(n // 4, max(64, round(6 * sqrt(n))))`` (about 1000 for 30,000
-        records; never more than a quarter of the data)."""
+        ``min(n // 4, max(64, round(c * sqrt(n))))`` with ``c`` the class's
+        :attr:`_auto_batch_factor` (6: about 1000 for 30,000 records; never
+        more than a quarter of the data)."""
         if self.batch_size == "auto":
-            return int(min(max(n_samples // 4, 1), max(64, round(6 * math.sqrt(n_samples)))))
+            factor = self._auto_batch_factor
+            return int(min(max(n_samples // 4, 1), max(64, round(factor * math.sqrt(n_samples)))))
         return int(self.batch_size)
 
     def _build_module(self, n_features, n_outputs, seed):

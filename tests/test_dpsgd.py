@@ -395,7 +395,7 @@ def test_auto_batch_size_fits_small_data():
     assert clf.batch_size_ == 7  # 30 // 4: never more than a quarter of the data
     big = DPSGDClassifier(max_steps=2, random_state=0).fit(*make_classification(
         n_samples=30_000, n_features=4, random_state=0))
-    assert big.batch_size_ == round(6 * np.sqrt(30_000))
+    assert big.batch_size_ == round(12 * np.sqrt(30_000))
 
 
 @pytest.mark.parametrize("device, match", [("cuda:0", "not available|use device='cpu'"),

@@ -335,7 +335,8 @@ def test_every_epsilon_recomputed_from_its_event():
     fresh = make_accountant("pld").compose(clf.dp_event_).get_epsilon(clf.delta_)
     assert fresh == pytest.approx(clf.epsilon_, rel=1e-9)
     assert clf.privacy_report_.neighboring == "add_remove" and clf.privacy_unit_ == "record"
-    assert set(clf.privacy_report_.noise) == {"theta", "w", "monitor", "group_counts"}
+    assert set(clf.privacy_report_.noise) == {"theta", "w", "monitor", "group_counts",
+                                              "model_check"}
     assert clf.group_priors_.shape == (1, 2) and clf.W_.shape == (2, 2)
     assert set(clf.history_) == {"loss", "fairness", "clipped_fraction", "w_norm", "learning_rate"}
     assert all(len(v) == clf.n_steps_ for v in clf.history_.values())

@@ -111,6 +111,8 @@ def _request(phase, request, round_index):
     arrays = {}
     if phase == "setup":
         cfg["settings"] = json.dumps(request["settings"])
+    elif phase == "check":
+        arrays = {f"param-{i}": p for i, p in enumerate(request["params"])}
     elif phase == "train":
         arrays = {f"param-{i}": p for i, p in enumerate(request["params"])}
         arrays.update(W=request["W"], priors=request["priors"])
@@ -124,6 +126,8 @@ def _reply(phase, reply):
         cfg = {"epsilon": float(reply["epsilon"]), "delta": float(reply["delta"]),
                "noise": json.dumps(reply["noise"])}
         return _record(cfg, None if reply["counts"] is None else {"counts": reply["counts"]})
+    if phase == "check":
+        return _record({}, {"check": reply["check"]})
     arrays = {f"theta-{i}": t for i, t in enumerate(reply["theta"])}
     arrays.update(w=reply["w"], monitor=reply["monitor"])
     return _record({}, arrays)
@@ -138,6 +142,8 @@ def _decode_reply(phase, content):
     if phase == "setup":
         return {"epsilon": float(cfg["epsilon"]), "delta": float(cfg["delta"]),
                 "noise": json.loads(cfg["noise"]), "counts": arrays.get("counts")}
+    if phase == "check":
+        return {"check": arrays["check"]}
     n_parts = sum(1 for k in arrays if k.startswith("theta-"))
     return {"theta": [arrays[f"theta-{i}"] for i in range(n_parts)],
             "w": arrays["w"], "monitor": arrays["monitor"]}
@@ -157,11 +163,15 @@ def handle(silo, msg, context):
         reply = silo.hello()
     elif phase == "setup":
         reply, ledger = silo.setup(json.loads(cfg["settings"]), ledger)
-    elif phase == "train":
+    elif phase in ("train", "check"):
         arrays = _arrays_of(cfg)
         n_parts = sum(1 for k in arrays if k.startswith("param-"))
         params = [arrays[f"param-{i}"] for i in range(n_parts)]
-        reply, ledger = silo.train(round_index, params, arrays["W"], arrays["priors"], ledger)
+        if phase == "check":
+            reply, ledger = silo.check(params, ledger)
+        else:
+            reply, ledger = silo.train(round_index, params, arrays["W"], arrays["priors"],
+                                       ledger)
     else:
         raise SiloRefusal(f"silo {silo.name!r}: unknown request {phase!r}.")
     if phase != "hello":
@@ -239,7 +249,8 @@ class FlowerTransport(SiloTransport):
         return self.names[j] if self.names else f"node {self.node_ids[j]}"
 
     def _call(self, phase, requests, round_index):
-        where = {"hello": "hello", "setup": "setup"}.get(phase, f"round {round_index}")
+        where = {"hello": "hello", "setup": "setup", "check": "the model check"}.get(
+            phase, f"round {round_index}")
         messages = [
             Message(_request(phase, None if requests is None else requests[j], round_index),
                     dst_node_id=node, message_type="query")

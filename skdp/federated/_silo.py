@@ -26,6 +26,7 @@ from ..fairness.fermi import (
     silo_group_counts,
 )
 from ..fairness.fermi.protocol import (
+    CHECK_ROUND,
     PRIVACY_UNITS,
     PROTOCOL,
     SiloRandomness,
@@ -256,13 +257,48 @@ class FermiSilo:
         )
         generator = SiloRandomness(settings["seed"], self.silo, self.device).at(round_index)
         msg = worker.round(generator, [np.array(v) for v in params], np.array(W), priors, config)
-        ledger = dict(ledger, answered=round_index + 1)
+        ledger = dict(ledger, answered=round_index + 1, n_cells=int(n_cells))
         reply = {
             "theta": [t[0].cpu().numpy() for t in msg.theta],
             "w": msg.w[0].cpu().numpy(),
             "monitor": msg.monitor[0].cpu().numpy(),
         }
         return reply, ledger
+
+    def check(self, params, ledger):
+        """This silo's noisy check of the returned model ``params``, once,
+        after its last round (when the run's settings ask for it).
+
+        Returns
+        -------
+        (reply, ledger)
+            ``reply["check"]``: counts of (group, true class, predicted
+            class) of the model on this silo's records and their clipped
+            log-loss sum, with this silo's own noise (its plan's
+            ``"model_check"`` release).
+        """
+        if not ledger:
+            raise SiloRefusal(f"silo {self.name!r} was not set up for this run.")
+        settings = json.loads(ledger["settings"])
+        if not settings.get("model_check", False):
+            raise SiloRefusal(f"silo {self.name!r}: this run did not plan a model check.")
+        if ledger.get("checked") or int(ledger["answered"]) < int(ledger["rounds"]):
+            raise SiloRefusal(
+                f"silo {self.name!r} answers one model check, after its last round "
+                f"(answered {ledger['answered']} of {ledger['rounds']} rounds"
+                f"{', already checked' if ledger.get('checked') else ''})."
+            )
+        worker = self._worker(settings, int(ledger["n_cells"]))
+        for p, value in zip(worker.backend.parameters, params, strict=True):
+            if tuple(p.shape) != tuple(np.shape(value)):
+                raise SiloRefusal(
+                    f"silo {self.name!r}: a model parameter has shape {np.shape(value)}, "
+                    f"expected {tuple(p.shape)}."
+                )
+        generator = SiloRandomness(settings["seed"], self.silo, self.device).at(CHECK_ROUND)
+        std = ledger["noise"].get("model_check")
+        values = worker.check(generator, [np.array(v) for v in params], settings["n_groups"], std)
+        return {"check": values}, dict(ledger, checked=True)
 
     # -------------------------------------------------------------- helpers
     def _check_settings(self, settings):
@@ -350,7 +386,9 @@ class FermiSilo:
                 torch.as_tensor(y_codes, device=self.device), n_classes
             ).to(X_t.dtype)
             cells, _ = self._cells(settings)
-            self._cache[key] = SiloWorker(X_t, onehot, cells, n_cells, module)
+            _, groups = self._codes(settings)
+            self._cache[key] = SiloWorker(X_t, onehot, cells, n_cells, module,
+                                          groups=torch.as_tensor(groups, device=self.device))
         return self._cache[key]
 
     def __getstate__(self):

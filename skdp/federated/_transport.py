@@ -46,6 +46,12 @@ class SiloTransport:
         empty = torch.zeros((0, int(n_features)), dtype=torch.float32, device=device)
         return make_backend(empty, n_classes)
 
+    def check(self, backend, n_groups):
+        """Each silo's noisy check of the returned model (a list of vectors)."""
+        params = [p.detach().cpu().numpy() for p in backend.parameters]
+        replies = self._call("check", [{"params": params}] * len(self.sizes), None)
+        return [np.asarray(r["check"], dtype=np.float64) for r in replies]
+
     def exchange(self, backend, config, priors):
         priors = np.asarray(priors, dtype=np.float64)
 
@@ -86,12 +92,15 @@ class DirectTransport(SiloTransport):
                 elif phase == "setup":
                     reply, self.ledgers[j] = silo.setup(requests[j]["settings"], self.ledgers[j])
                     replies.append(reply)
+                elif phase == "check":
+                    reply, self.ledgers[j] = silo.check(requests[j]["params"], self.ledgers[j])
+                    replies.append(reply)
                 else:
                     r = requests[j]
                     reply, self.ledgers[j] = silo.train(round_index, r["params"], r["W"],
                                                         r["priors"], self.ledgers[j])
                     replies.append(reply)
             except Exception as exc:
-                where = "setup" if round_index is None else f"round {round_index}"
+                where = phase if round_index is None else f"round {round_index}"
                 raise FederatedError(f"silo {silo.name!r} failed at {where}: {exc}") from exc
         return replies

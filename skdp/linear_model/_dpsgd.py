@@ -45,7 +45,7 @@ class _DPSGDMixin:
             n_steps=report.steps[0], sampling_rate=fit.q, max_grad_norm=self.max_grad_norm,
             noise_multiplier=report.multiplier("gradient"), optimizer=self.optimizer,
             learning_rate=self.learning_rate, momentum=self.momentum, verbose=self.verbose,
-            alpha=self.alpha, head=fit.head,
+            alpha=self.alpha, head=fit.head, averaging=getattr(self, "averaging", 0.0),
         )
         return train_dpsgd(backend, targets, config, generator)
 
@@ -94,13 +94,16 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         ``max_grad_norm=np.inf`` to turn clipping off) but no noise is added.
     delta : float, default=1e-5
         Privacy budget; keep it well below ``1 / n_samples``.
-    max_grad_norm : float, default=1.0
-        Clipping bound C on each per-sample gradient's l2 norm.
+    max_grad_norm : float, default=4.0
+        Clipping bound C on each per-sample gradient's l2 norm. The default
+        suits standardized features (a record's gradient is about the norm
+        of its feature vector): clipping much below that biases the
+        probabilities toward the majority class, much above it buys noise.
     batch_size : int or "auto", default="auto"
         Expected Poisson batch size; the sampling rate is
         ``batch_size / n_samples``. ``"auto"`` uses
-        ``min(n_samples // 4, max(64, round(6 * sqrt(n_samples))))``: about
-        1000 for 30,000 records, and never more than a quarter of a small
+        ``min(n_samples // 4, max(64, round(12 * sqrt(n_samples))))``: about
+        2000 for 30,000 records, and never more than a quarter of a small
         data set. Ignored when ``sample_rate`` is given.
     sample_rate : float in (0, 1] or None, default=None
         Poisson sampling rate q: each record joins each batch with
@@ -114,12 +117,17 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         ``round(max_epochs / q)`` with q the sampling rate.
     max_steps : int or None, default=None
         Step count; overrides ``max_epochs`` when given.
-    learning_rate : float, default=1.0
+    learning_rate : float, default=0.5
         Step size applied to the noisy mean gradient.
     optimizer : {"sgd", "adam"}, default="sgd"
         Optimizer applied to the privatised gradient (post-processing).
-    momentum : float, default=0.9
+    momentum : float, default=0.0
         Momentum of ``"sgd"``.
+    averaging : float in [0, 1), default=0.5
+        Fraction of the final steps whose iterates are averaged into the
+        returned model (post-processing: it averages released iterates, so
+        it costs no privacy). Averaging cancels much of the noise of the
+        last steps; 0 returns the last iterate.
     alpha : float, default=0.0
         Strength of the L2 penalty ``alpha / 2 * ||W||^2`` on the weights
         (not the intercepts) added to the mean loss. It does not depend on the
@@ -238,9 +246,15 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
     (0.05, 100)
     """
 
+    #: ``batch_size="auto"`` is ``min(n // 4, max(64, 12 sqrt(n)))`` (chosen
+    #: with the other defaults on held-out parts of Adult, COMPAS and German
+    #: credit, for calibrated probabilities at epsilon >= 1).
+    _auto_batch_factor = 12
+
     _parameter_constraints = {
         **BaseDPClassifier._parameter_constraints,
         **_DPSGDMixin._dpsgd_constraints,
+        "averaging": [Interval(Real, 0, 1, closed="left")],
     }
 
     def __init__(
@@ -248,14 +262,15 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         *,
         epsilon=1.0,
         delta=1e-5,
-        max_grad_norm=1.0,
+        max_grad_norm=4.0,
         batch_size="auto",
         sample_rate=None,
         max_epochs=10,
         max_steps=None,
-        learning_rate=1.0,
+        learning_rate=0.5,
         optimizer="sgd",
-        momentum=0.9,
+        momentum=0.0,
+        averaging=0.5,
         alpha=0.0,
         noise_multiplier=None,
         accountant="pld",
@@ -279,6 +294,7 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         self.learning_rate = learning_rate
         self.optimizer = optimizer
         self.momentum = momentum
+        self.averaging = averaging
         self.alpha = alpha
         self.noise_multiplier = noise_multiplier
         self.accountant = accountant

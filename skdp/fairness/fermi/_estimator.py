@@ -13,7 +13,7 @@ from ...privacy import silo_summary
 from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
 from ._server import FermiRun, LocalSilos, engine, train_on_silos
 from ._trainer import SCHEDULES
-from .protocol import PRIVACY_UNITS
+from .protocol import CHECK_LOSS_BOUND, PRIVACY_UNITS
 
 #: Engines that move the silos' messages (see :ref:`federated`).
 ENGINES = ("inprocess", "flower-simulation")
@@ -516,6 +516,11 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.batch_sizes_ = np.asarray(fit.batches, dtype=np.float64)
         self.privacy_unit_ = self.privacy_unit
         self.noise_calibration_ = self.noise_calibration
+        if fit.check is not None:
+            n_classes = len(self.classes_)
+            self.prediction_counts_ = fit.check[:-1].reshape(-1, n_classes, n_classes)
+            self.check_noise_std_ = fit.check_std
+            self._judge_model(fit.check[-1] * CHECK_LOSS_BOUND, fit.check_std)
         return self
 
     # ------------------------------------------------------------- inputs

@@ -13,7 +13,9 @@ engine is :class:`LocalSilos` (below); the Flower engines and remote silos
 * ``backend(make_backend, n_features, n_classes, device)``: the server's
   model;
 * ``exchange(backend, config, priors)``: a callable ``(step, broadcast) ->
-  SiloMessages`` that moves one round.
+  SiloMessages`` that moves one round;
+* ``check(backend, n_groups)``: each silo's noisy check of the returned
+  model (``settings["model_check"]``), a list of vectors.
 
 Nothing here imports scikit-learn or Flower.
 """
@@ -90,6 +92,7 @@ class FermiRun:
     seed: object
     silo_names: tuple
     verbose: int = 0
+    model_check: bool = True
 
     @property
     def n_classes(self):
@@ -123,6 +126,8 @@ class FermiFit:
     history: dict
     W: np.ndarray
     fit_time: dict
+    check: np.ndarray = None
+    check_std: float = None
 
 
 def train_on_silos(run, transport, make_backend, device):
@@ -189,13 +194,19 @@ def train_on_silos(run, transport, make_backend, device):
     with training_threads(isinstance(backend, LinearBackend), device):
         exchange = transport.exchange(backend, config, priors)
         history = run_rounds(backend, priors_t, run.n_classes, config, exchange)
+    training_time = time.perf_counter() - start
+    check, check_std = None, None
+    if settings["model_check"]:
+        check = np.sum(transport.check(backend, run.n_groups), axis=0)
+        if run.epsilon is not None:
+            check_std = math.sqrt(sum(r.scale("model_check") ** 2 for r in reports))
     W = history.pop("W").cpu().numpy().astype(np.float64)
     history = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
     return FermiFit(
         sizes=sizes, rates=rates, batches=batches, rounds=rounds, priors=priors,
         w_radius=w_radius, w_clip=w_clip, reports=reports, backend=backend, history=history,
-        W=W, fit_time={"calibration": calibration_time,
-                       "training": time.perf_counter() - start},
+        W=W, fit_time={"calibration": calibration_time, "training": training_time},
+        check=check, check_std=check_std,
     )
 
 
@@ -277,6 +288,7 @@ def silo_settings(run, rounds, rates):
         "loss_bound": LOSS_BOUND,
         "psi_bound": PSI_BOUND,
         "seed": None if run.seed is None else int(run.seed),
+        "model_check": bool(run.model_check),
     }
 
 
@@ -388,6 +400,7 @@ class LocalSilos:
     def __init__(self, X_t, y_codes, group_codes, sizes, fairness, n_classes, n_groups,
                  device, batched=True):
         self.X_t, self.y_codes = X_t, y_codes
+        self.groups_t = torch.as_tensor(group_codes, dtype=torch.long, device=device)
         self.sizes = sizes
         strata, n_strata = fairness_strata(fairness, y_codes, n_classes)
         self.cells = record_cells(group_codes, strata, n_groups, n_strata)
@@ -399,6 +412,7 @@ class LocalSilos:
 
     def setup(self, settings):
         reports = expected_reports(settings, np.asarray(self.sizes))
+        self.reports = reports
         self.randomness = silo_randomness(settings["seed"], len(self.sizes), self.device)
         counts = [None] * len(self.sizes)
         if settings["private_priors"]:
@@ -414,8 +428,14 @@ class LocalSilos:
         return make_backend(self.X_t, n_classes)
 
     def exchange(self, backend, config, priors):
-        return InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,
-                              self.randomness, batched=self.batched, priors=priors)
+        self.silos = InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,
+                                    self.randomness, batched=self.batched, priors=priors,
+                                    groups=self.groups_t)
+        return self.silos
+
+    def check(self, backend, n_groups):
+        stds = [r.scale("model_check") if r.private else None for r in self.reports]
+        return self.silos.check(n_groups, stds)
 
 
 #: Engines besides ``"inprocess"``, registered by the packages that provide

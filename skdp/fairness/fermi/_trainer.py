@@ -32,6 +32,8 @@ from ...privacy import PoissonSampler, clip_factors, gaussian_noise
 from ...privacy._random import normal_
 from ._ermi import project_frobenius, w_gradient_from_sums
 from .protocol import (
+    CHECK_LOSS_BOUND,
+    CHECK_ROUND,
     PRIORS_ROUND,
     Broadcast,
     FermiNoise,
@@ -485,6 +487,40 @@ def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_
     return SiloMessages(theta=theta_sums, w=w_sums, monitor=monitor_sums)
 
 
+def check_vector(logits_t, y_codes, groups, n_groups, std, generator):
+    """One silo's check of the returned model on its records: the counts of
+    (group, true class, predicted class), flattened, then the sum of the
+    per-record log-losses clipped to ``CHECK_LOSS_BOUND`` and divided by it,
+    plus Gaussian noise of standard deviation ``std`` (None: exact), in
+    float64. One record moves it by at most ``sqrt(2)``.
+
+    Parameters
+    ----------
+    logits_t : tensor of shape (n_classes, n_records)
+        Class-major logits of the returned model.
+    y_codes, groups : long tensors of shape (n_records,)
+    n_groups : int
+    std : float or None
+    generator : torch.Generator or SecureGenerator
+
+    Returns
+    -------
+    ndarray of shape (n_groups * n_classes**2 + 1,)
+    """
+    n_classes = logits_t.shape[0]
+    logits = logits_t.T.double().nan_to_num(nan=0.0)
+    log_p = torch.log_softmax(logits, dim=1)
+    predicted = logits.argmax(1)
+    cells = (groups * n_classes + y_codes) * n_classes + predicted
+    counts = torch.bincount(cells, minlength=n_groups * n_classes * n_classes).double()
+    losses = (-log_p.gather(1, y_codes[:, None])[:, 0]).nan_to_num(
+        nan=CHECK_LOSS_BOUND, posinf=CHECK_LOSS_BOUND).clamp(0.0, CHECK_LOSS_BOUND)
+    values = torch.cat([counts, (losses.sum() / CHECK_LOSS_BOUND)[None]])
+    if std is not None:
+        values = values + gaussian_noise(values, std, generator).to(values.device)
+    return values.cpu().numpy()
+
+
 def message_size(parameters, W):
     """Length of one silo's noise row: model, W-gradient and monitor."""
     return sum(p.numel() for p in parameters) + W.numel() + 3
@@ -575,15 +611,32 @@ class SiloWorker:
         The model's module (None: linear); the worker keeps its own copy.
     """
 
-    def __init__(self, X, onehot, cells, n_cells, module):
+    def __init__(self, X, onehot, cells, n_cells, module, groups=None):
         with one_torch_thread():
             X = X.clone(memory_format=torch.contiguous_format)
             module = None if module is None else copy.deepcopy(module)
             self.backend = make_backend(X, onehot.shape[1], module)
             self.data = SiloData.build(backend=self.backend, onehot=onehot.clone(),
                                        cells=cells.clone(), n_cells=n_cells)
+            self.y_codes = onehot.argmax(1)
+            self.groups = (torch.zeros_like(self.y_codes) if groups is None
+                           else torch.as_tensor(groups, device=X.device).clone())
         self.n_records = int(X.shape[0])
         self.dtype, self.device = X.dtype, X.device
+
+    @torch.no_grad()
+    def check(self, generator, params, n_groups, std):
+        """This silo's noisy check of the returned model ``params``: see
+        :func:`check_vector`; noise of standard deviation ``std`` (None:
+        exact) drawn from ``generator``."""
+        def tensor(value):
+            return torch.as_tensor(value, dtype=self.dtype, device=self.device)
+
+        with one_torch_thread():
+            for p, value in zip(self.backend.parameters, params, strict=True):
+                p.copy_(tensor(value))
+            _, logits_t = self.backend.forward(torch.arange(self.n_records, device=self.device))
+            return check_vector(logits_t, self.y_codes, self.groups, n_groups, std, generator)
 
     @torch.no_grad()
     def round(self, generator, params, W, priors, config):
@@ -648,11 +701,13 @@ class InProcessSilos:
     """
 
     def __init__(self, backend, onehot, cells, n_cells, config, randomness, batched=True,
-                 priors=None):
+                 priors=None, groups=None):
         self.backend = backend
         self.config = config
         self.randomness = randomness
         self.dtype = onehot.dtype
+        self.y_codes = onehot.argmax(1)
+        self.groups = torch.zeros_like(self.y_codes) if groups is None else groups
         self.batched = batched
         self.noise_size = None
         if self.batched:
@@ -674,9 +729,26 @@ class InProcessSilos:
         rows = backend._rows[:, :-1] if isinstance(backend, LinearBackend) else backend.inputs
         module = getattr(backend, "module", None)
         bounds = np.concatenate([[0], np.cumsum(config.silo_sizes)]).tolist()
-        self.workers = [SiloWorker(rows[a:b], onehot[a:b], cells[a:b], n_cells, module)
+        self.workers = [SiloWorker(rows[a:b], onehot[a:b], cells[a:b], n_cells, module,
+                                   groups=self.groups[a:b])
                         for a, b in zip(bounds[:-1], bounds[1:])]
         self.configs = [_silo_config(config, j) for j in range(config.n_silos)]
+
+    @torch.no_grad()
+    def check(self, n_groups, stds):
+        """Each silo's noisy check of the returned model (the server's
+        current parameters), from its own randomness at ``CHECK_ROUND``:
+        a list of vectors (see :func:`check_vector`); ``stds`` per silo."""
+        draws = [rng.at(CHECK_ROUND) for rng in self.randomness]
+        if not self.batched:
+            return [worker.check(gen, self.backend.parameters, n_groups, std)
+                    for worker, gen, std in zip(self.workers, draws, stds)]
+        n = sum(self.config.silo_sizes)
+        _, logits_t = self.backend.forward(torch.arange(n, device=self.y_codes.device))
+        bounds = np.concatenate([[0], np.cumsum(self.config.silo_sizes)]).tolist()
+        return [check_vector(logits_t[:, a:b], self.y_codes[a:b], self.groups[a:b], n_groups,
+                             std, gen)
+                for a, b, gen, std in zip(bounds[:-1], bounds[1:], draws, stds)]
 
     def __call__(self, step, broadcast):
         if not self.batched:

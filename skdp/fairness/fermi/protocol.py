@@ -11,8 +11,10 @@ engine) both import this module, and nothing in it imports either of them:
   (:func:`silo_privacy_report`) and sets its noise scales for the broadcast
   priors (:func:`silo_noise`);
 * the messages: :class:`Broadcast` (``W`` and the priors, each round, with
-  the tables a silo derives from them) and :class:`SiloMessages` (a silo's
-  noisy, normalized sums);
+  the tables a silo derives from them), :class:`SiloMessages` (a silo's
+  noisy, normalized sums) and, after the last round, each silo's noisy
+  check of the returned model (counts of (group, true class, predicted
+  class) and its clipped log-loss sum);
 * each silo's randomness (:class:`SiloRandomness`): stateless, seeded from
   ``(seed, silo, round)`` or drawn from the operating system.
 
@@ -20,7 +22,8 @@ How the protocol changes: :data:`PROTOCOL` names the version of the settings
 and messages. A change that alters what a silo computes or releases, or the
 meaning of a field, bumps it (a silo refuses a server that speaks another
 version); new settings fields are added with defaults that keep the old
-meaning; fields are never removed within a version.
+meaning; fields are never removed within a version. Version 2 added the
+model check (``settings["model_check"]``, the ``check`` request).
 """
 
 import math
@@ -36,7 +39,7 @@ from ._ermi import w_gradient_clip, w_gradient_replace_sensitivity
 PRIVACY_UNITS = ("record", "sensitive_attribute")
 
 #: Version of the public settings a silo accepts (``settings["protocol"]``).
-PROTOCOL = "skdp-dp-fermi/1"
+PROTOCOL = "skdp-dp-fermi/2"
 
 #: Shares of each round's privacy (GDP ``mu^2``) per release: the model
 #: gradient, the W-gradient and the monitoring vector.
@@ -45,6 +48,11 @@ _THETA_SHARE, _W_SHARE, _MONITOR_SHARE = 0.78, 0.2, 0.02
 #: Share of the whole budget (GDP ``mu^2``) spent on the one-off noisy group
 #: counts behind ``group_priors="private"``.
 _PRIOR_SHARE = 0.02
+
+#: Share of the whole budget (GDP ``mu^2``) spent on the check of the
+#: returned model (``settings["model_check"]``), and the per-record bound of
+#: the log-loss it sums.
+CHECK_SHARE, CHECK_LOSS_BOUND = 0.02, 10.0
 
 #: Per-record clamps of the monitored loss and psi values.
 LOSS_BOUND, PSI_BOUND = 5.0, 2.0
@@ -70,12 +78,19 @@ def _release_sensitivities(privacy_unit, max_grad_norm):
     gradient sum moves by ``2 C`` (passed ``C``), the scaled W-gradient sum
     by 1, the monitoring sum by at most ``2 sqrt(3)`` and the counts by
     ``sqrt(2)`` (one count down, one up).
+
+    The model check (counts of (group, true class, predicted class) and the
+    clipped log-loss sum divided by its bound) moves by ``sqrt(2)`` when a
+    record is added or removed (one count, at most 1 on the sum), and by
+    ``sqrt(3)`` when a record's group is replaced (two counts; the loss does
+    not depend on the group, but the bound is kept simple).
     """
     if privacy_unit == "record":
         return {"theta": max_grad_norm, "w": 1.0, "monitor": math.sqrt(3.0),
-                "group_counts": 1.0}, "add_remove"
+                "group_counts": 1.0, "model_check": math.sqrt(2.0)}, "add_remove"
     return {"theta": max_grad_norm, "w": 0.5, "monitor": math.sqrt(3.0),
-            "group_counts": math.sqrt(2.0) / 2.0}, "replace"
+            "group_counts": math.sqrt(2.0) / 2.0,
+            "model_check": math.sqrt(3.0) / 2.0}, "replace"
 
 
 def w_noise_scale(privacy_unit, priors, w_clip):
@@ -95,7 +110,8 @@ def fermi_release_plan(settings, n_records=None):
     Per round on each silo's batch: the clipped model-gradient sum, the
     scaled clipped W-gradient sum and the monitoring sum, one joint
     mechanism; once before training (``settings["private_priors"]``), the
-    noisy group counts. A silo builds it from the settings the server sends
+    noisy group counts; once after training (``settings["model_check"]``,
+    default False), the check of the returned model. A silo builds it from the settings the server sends
     and its own record count (``n_records``), and calibrates its own noise
     (:func:`silo_privacy_report`).
 
@@ -127,6 +143,10 @@ def fermi_release_plan(settings, n_records=None):
     if settings["private_priors"]:
         initial.append(InitialRelease(
             "group_counts", sensitivity=sensitivities["group_counts"], budget_share=_PRIOR_SHARE,
+        ))
+    if settings.get("model_check", False):
+        initial.append(InitialRelease(
+            "model_check", sensitivity=sensitivities["model_check"], budget_share=CHECK_SHARE,
         ))
     return ReleasePlan(
         BatchReleases(releases, steps=int(settings["rounds"]), **batch), initial=initial,
@@ -259,6 +279,10 @@ class SiloMessages:
 # ------------------------------------------------------------ randomness
 #: Round index of a silo's one-off release of noisy group counts.
 PRIORS_ROUND = -1
+
+#: Round index of a silo's check of the returned model (after every round:
+#: no run has that many).
+CHECK_ROUND = 2**31 - 1
 
 
 class SiloRandomness:
