@@ -45,11 +45,12 @@ def split_sensitive_columns(X, sensitive_columns):
         missing = [c for c in columns if c not in X.columns]
         if missing:
             raise ValueError(
-                f"sensitive_columns {missing} are not columns of X; X has columns "
+                f"sensitive_columns {missing} are not columns of X: they are gone (a "
+                "preprocessing step dropped them?); X has columns "
                 f"{list(X.columns)[:20]}. In a Pipeline, make the preprocessing pass "
                 "these columns through (e.g. ColumnTransformer(..., remainder="
                 "'passthrough', verbose_feature_names_out=False).set_output("
-                "transform='pandas'))."
+                "transform='pandas')), or pass sensitive_features= to fit."
             )
     sensitive = select_columns(X, columns, name="sensitive_columns")
     if _is_dataframe(X):
@@ -512,8 +513,48 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
     # -------------------------------------------------------------- predict
     def _validate_predict_X(self, X):
         check_is_fitted(self)
-        X, _ = split_sensitive_columns(X, getattr(self, "sensitive_columns", None))
+        X = self._without_fit_only_columns(X)
         return validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+
+    def _fit_only_columns(self):
+        """Columns of ``X`` that ``fit`` reads and the model does not use
+        (``sensitive_columns``; DP-FERMI adds ``silo_column``)."""
+        columns = getattr(self, "sensitive_columns", None)
+        if columns is None:
+            return []
+        return [columns] if isinstance(columns, (str, Integral)) else list(columns)
+
+    def _without_fit_only_columns(self, X):
+        """``X`` for prediction, with or without the fit-only columns: named
+        columns of a DataFrame are dropped when present; otherwise ``X``
+        must have either the model's ``n_features_in_`` columns or those
+        plus the fit-only ones (dropped by position)."""
+        columns = self._fit_only_columns()
+        if not columns:
+            return X
+        if _is_dataframe(X) and all(isinstance(c, str) for c in columns):
+            present = [c for c in columns if c in X.columns]
+            return X.drop(columns=present) if present else X
+        n_columns = (X.shape if hasattr(X, "shape") else np.shape(X))[1]
+        if n_columns == self.n_features_in_:
+            return X
+        if n_columns != self.n_features_in_ + len(columns):
+            raise ValueError(
+                f"X has {n_columns} columns; {type(self).__name__} was fitted on "
+                f"{self.n_features_in_} features, plus the columns {columns} that only fit "
+                f"reads: pass {self.n_features_in_} columns (without them) or "
+                f"{self.n_features_in_ + len(columns)} (with them)."
+            )
+        if not all(isinstance(c, Integral) for c in columns):
+            raise ValueError(
+                f"X has no column names, so the columns {columns} cannot be found; predict "
+                f"on a DataFrame, or on the {self.n_features_in_} model features only."
+            )
+        if _is_dataframe(X):
+            return X.drop(columns=X.columns[np.mod(columns, n_columns)])
+        X = np.asarray(X) if not hasattr(X, "shape") else X
+        keep = np.setdiff1d(np.arange(n_columns), np.mod(columns, n_columns))
+        return X[:, keep]
 
     def _module_outputs(self, X):
         """Outputs of the fitted torch module on ``X``, shape (n, n_outputs).

@@ -385,8 +385,14 @@ def select_columns(X, columns, *, name="sensitive_column"):
         )
     if not all(isinstance(k, Integral) and not isinstance(k, bool) for k in keys):
         raise ValueError(
-            f"{name}={columns!r} names columns, but X is a {type(X).__name__}, not a pandas "
-            "DataFrame; use integer column positions."
+            f"{name}={columns!r} names columns, but X is a {type(X).__name__} without column "
+            "names, so the column is gone: a preprocessing step (e.g. a ColumnTransformer "
+            "without set_output(transform='pandas')) dropped the names, or the column "
+            "itself. Keep it by name, e.g. ColumnTransformer(..., remainder='passthrough', "
+            "verbose_feature_names_out=False).set_output(transform='pandas'), or pass the "
+            "groups to fit directly (sensitive_features=..., with metadata routing in a "
+            "Pipeline). Integer positions are only safe when you know where the column is "
+            "after every preprocessing step."
         )
     if _is_sparse(X):
         values = X.tocsc()[:, keys].toarray()

@@ -88,3 +88,57 @@ def test_raco_judges_the_returned_model_not_its_iterates():
     assert abs(model.prediction_shares_[1] - positives) < 0.02
     if positives < 0.01:
         assert any("constant classifier" in m for m in messages)
+
+
+# ---------------------------------------------------------- routing off
+def _frame(n=3000):
+    pd = pytest.importorskip("pandas")
+    X, y, group = _credit(n)
+    X = (X - X.mean(0)) / X.std(0)
+    frame = pd.DataFrame(X, columns=["income", "loan", "age", "noise"])
+    frame["group"] = group
+    frame["silo"] = np.arange(n) % 3
+    return frame, y
+
+
+def test_predict_with_or_without_the_fit_only_columns():
+    """The group is needed only in fit: predict takes the data with or
+    without the sensitive (and silo) columns."""
+    frame, y = _frame()
+    raco = DPRateConstrainedClassifier(sensitive_columns="group", random_state=0).fit(
+        frame.drop(columns=["silo"]), y)
+    fermi = DPFERMIClassifier(sensitive_columns="group", silo_column="silo",
+                              random_state=0).fit(frame, y)
+    features = frame[["income", "loan", "age", "noise"]]
+    for model, full in ((raco, frame.drop(columns=["silo"])), (fermi, frame)):
+        expected = model.predict_proba(full)
+        np.testing.assert_allclose(model.predict_proba(features), expected, rtol=1e-12)
+        np.testing.assert_allclose(model.predict_proba(features.to_numpy()), expected,
+                                   rtol=1e-12)
+    positional = DPSGDClassifier(sensitive_columns=4, random_state=0).fit(
+        frame.drop(columns=["silo"]).to_numpy(), y)
+    with_group = frame.drop(columns=["silo"]).to_numpy()
+    np.testing.assert_allclose(positional.predict_proba(with_group[:, :4]),
+                               positional.predict_proba(with_group), rtol=1e-12)
+    with pytest.raises(ValueError, match="fitted on 4 features"):
+        positional.predict(with_group[:, :3])
+
+
+def test_a_dropped_sensitive_column_is_named_as_gone():
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    frame, y = _frame()
+    numeric = ["income", "loan", "age", "noise"]
+    # the ColumnTransformer drops "group" and returns an array without names
+    pipe = make_pipeline(
+        ColumnTransformer([("num", StandardScaler(), numeric)]),
+        DPRateConstrainedClassifier(sensitive_columns="group", random_state=0),
+    )
+    with pytest.raises(ValueError, match="the column is gone") as error:
+        pipe.fit(frame, y)
+    assert "use integer column positions" not in str(error.value)
+    renamed = frame.drop(columns=["group"])
+    with pytest.raises(ValueError, match="they are gone"):
+        DPRateConstrainedClassifier(sensitive_columns="group").fit(renamed, y)

@@ -6,12 +6,13 @@ import warnings
 from typing import NamedTuple
 
 import dp_accounting as dpa
+import numpy as np
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from sklearn.base import clone
 
 from ..exceptions import PrivacyLeakWarning
-from ..privacy import PLD_DISCRETIZATION, compute_epsilon, private_steps, spent
+from ..privacy import PLD_DISCRETIZATION, compute_epsilon, leaf_steps, private_steps, spent
 
 __all__ = ["TrainingSpent", "privacy_spent"]
 
@@ -78,6 +79,64 @@ def _search_budgets(search):
     return pairs, refit_events
 
 
+def _training_size(fitted):
+    """Number of records a fitted skdp estimator (or pipeline) was trained
+    on, from what it already exposes: a Poisson-sampled step's expected batch
+    ``batch_size_`` over its sampling rate ``sampling_rate_`` (exact when
+    ``batch_size`` was given, within ``0.5 / sampling_rate_`` records when
+    ``sample_rate`` was). None when no step tells."""
+    for _, step in leaf_steps(fitted, fitted=True):
+        batch, rate = getattr(step, "batch_size_", None), getattr(step, "sampling_rate_", None)
+        if batch is not None and rate is not None and 0 < rate <= 1:
+            return int(round(batch / rate))
+    return None
+
+
+def _records_seen(search_or_cv_results):
+    """``(n, exact)``: the number of records the search or cross-validation
+    was run on (``exact=True``), a lower bound on it (``exact=False``), or
+    ``(None, False)`` when it cannot be told.
+
+    * cross-validation results with ``indices`` (``return_indices=True``):
+      the records of the splits, exactly;
+    * a search with a refitted ``best_estimator_``: the records it was
+      refitted on (all of them), from :func:`_training_size`;
+    * cross-validation results without indices: the largest training fold,
+      a lower bound.
+    """
+    if isinstance(search_or_cv_results, dict):
+        indices = search_or_cv_results.get("indices")
+        if indices is not None:
+            parts = list(indices.get("train", [])) + list(indices.get("test", []))
+            if parts:
+                return int(np.unique(np.concatenate([np.asarray(p) for p in parts])).size), True
+        sizes = [_training_size(est) for est in search_or_cv_results["estimator"]]
+        sizes = [n for n in sizes if n is not None]
+        return (max(sizes), False) if sizes else (None, False)
+    best = getattr(search_or_cv_results, "best_estimator_", None)
+    if best is not None and getattr(search_or_cv_results, "refit", False) is not False:
+        n = _training_size(best)
+        if n is not None:
+            return n, True
+    return None, False
+
+
+def _check_delta(delta, n, exact):
+    """Warn when ``delta >= 1/n`` (certain with a lower bound on ``n``)."""
+    if n is None or not n > 0 or delta < 1.0 / n:
+        return
+    size = f"n = {n}" if exact else f"n >= {n} (the largest training fold)"
+    warnings.warn(
+        f"privacy_spent: the total delta {delta:.2g} of the fits is not below 1/n, with "
+        f"{size} the records they were trained on (1/n = {1.0 / n:.2g}). A mechanism "
+        "that publishes one random record in full has delta = 1/n, so this guarantee "
+        "does not rule it out. Lower each fit's delta (to well below 1 / (n x the number "
+        "of fits)), or fit fewer models.",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 def _black_box_epsilon(pairs, events, delta):
     """Epsilon at ``delta`` of ``(eps_i, delta_i)``-DP black boxes composed
     with the given events (PLD: the worst case of each pair, composed)."""
@@ -96,7 +155,7 @@ def _black_box_epsilon(pairs, events, delta):
     return float(total.get_epsilon_for_delta(delta))
 
 
-def privacy_spent(search_or_cv_results, *, delta=None, warn=True):
+def privacy_spent(search_or_cv_results, *, delta=None, warn=True, n_samples=None):
     """Total privacy of the fits of a search or cross-validation over skdp estimators.
 
     An ordinary ``GridSearchCV`` fits every candidate on every fold and
@@ -123,6 +182,17 @@ def privacy_spent(search_or_cv_results, *, delta=None, warn=True):
     :class:`~skdp.exceptions.PrivacyLeakWarning` says so (``warn=False``
     silences it).
 
+    A ``UserWarning`` says when the total ``delta`` is not below ``1/n``,
+    ``n`` the number of records (a guarantee that allows publishing one
+    record in full). ``n`` is ``n_samples`` if given; else it is read from
+    what the results already expose: the folds' indices of
+    ``cross_validate(..., return_indices=True)``; the refitted
+    ``best_estimator_`` of a search (trained on every record: its expected
+    batch over its sampling rate); for cross-validation without indices,
+    the largest training fold, a lower bound (then only a delta above ``1 /``
+    that fold is certain to be too large and warned about). Without a refit
+    and without ``n_samples``, ``n`` is unknown and nothing is checked.
+
     Parameters
     ----------
     search_or_cv_results : GridSearchCV, RandomizedSearchCV or dict
@@ -134,6 +204,12 @@ def privacy_spent(search_or_cv_results, *, delta=None, warn=True):
         black-box ``(epsilon_i, delta_i)`` pair may fail with probability
         ``delta_i``, which uses up that much of the target).
     warn : bool, default=True
+        Warn that the selection is not covered (``PrivacyLeakWarning``). The
+        check of ``delta`` against ``1/n`` warns whatever ``warn``.
+    n_samples : int or None, default=None
+        Number of records the search or cross-validation was run on, for
+        the check of ``delta`` against ``1/n``. None: read from the results
+        where they tell (see above).
 
     Returns
     -------
@@ -156,6 +232,9 @@ def privacy_spent(search_or_cv_results, *, delta=None, warn=True):
     """
     if delta is not None and not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1) or None, got {delta!r}.")
+    if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(
+            n_samples, (int, np.integer)) or n_samples < 1):
+        raise ValueError(f"n_samples must be a positive integer or None, got {n_samples!r}.")
     if isinstance(search_or_cv_results, dict):
         if "estimator" not in search_or_cv_results:
             raise ValueError(
@@ -213,6 +292,11 @@ def privacy_spent(search_or_cv_results, *, delta=None, warn=True):
             f"returned by cross_validate(..., return_estimator=True); got "
             f"{type(search_or_cv_results).__name__}."
         )
+    if n_samples is not None:
+        n, exact = int(n_samples), True
+    else:
+        n, exact = _records_seen(search_or_cv_results)
+    _check_delta(result.delta, n, exact)
     if warn:
         warnings.warn(_UNCOVERED, PrivacyLeakWarning, stacklevel=2)
     return result

@@ -43,6 +43,7 @@ reserves them within ``delta`` before anything is fitted, so that
 """
 
 import math
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -50,7 +51,6 @@ from numbers import Integral, Real
 import dp_accounting as dpa
 import numpy as np
 import torch
-from joblib import Parallel, delayed
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier, is_regressor
 from sklearn.model_selection import ParameterGrid, ParameterSampler
@@ -63,6 +63,7 @@ from sklearn.utils.metadata_routing import (
     process_routing,
 )
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import (
     _check_method_params,
     check_is_fitted,
@@ -85,14 +86,19 @@ from ..privacy import (
 )
 from ..privacy._accounting import _check_budget
 from ..privacy._spent import _is_fitted, _learns_nothing
+from ._refit import _BestWithin
 from ._selection import (
     LOSS_RELEASES,
     MOMENTS,
+    NOISE_ADVICE,
+    NOISE_MARGIN,
     RELEASE,
     confusion_histograms,
     error_sums,
     group_codes,
+    histogram_score_noise,
     histogram_scores,
+    loss_score_noise,
     loss_scores,
     release_error_sums,
     release_histograms,
@@ -179,6 +185,36 @@ def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params):
     return candidate, budgets
 
 
+def _fit_recording(*args):
+    """:func:`_fit_candidate` that also returns the warnings its fit raised,
+    as ``(category, message)`` in order, without repeats: they are re-emitted
+    by the search's process, naming the candidate (:func:`_reemit`), also
+    when the fit ran in a worker process, whose warnings joblib does not
+    pass on. The caller's warning filters apply to the original messages
+    (scikit-learn's ``Parallel`` carries them to the workers): a filter that
+    ignores a message drops it here, one that turns it into an error raises
+    here."""
+    with warnings.catch_warnings(record=True) as caught:
+        result = _fit_candidate(*args)
+    seen = []
+    for w in caught:
+        entry = (w.category, str(w.message))
+        if entry not in seen:
+            seen.append(entry)
+    return result, seen
+
+
+def _reemit(caught, label, params):
+    """Re-emit a fit's warnings, prefixed with ``[<label> <params>]``, in
+    their own category."""
+    for category, message in caught:
+        text = f"[{label} {params!r}] {message}"
+        try:
+            warnings.warn(text, category, stacklevel=4)
+        except TypeError:  # a category that cannot be built from a message
+            warnings.warn(f"{text} ({category.__name__})", UserWarning, stacklevel=4)
+
+
 def _events(fitted):
     """dp event of a fitted candidate (every private step's ``dp_event_``,
     as :func:`skdp.privacy.spent` collects them) and the sum of its steps'
@@ -240,6 +276,34 @@ def _compose(events):
     return parts[0] if len(parts) == 1 else dpa.ComposedDpEvent(parts)
 
 
+def _choice_within_noise(results, score_noise, key):
+    """A message when the best noisy ``key`` score beats the runner-up by
+    less than ``NOISE_MARGIN`` standard deviations of the noise of their
+    difference, else None. Reads released values and public noise scales
+    only (post-processing)."""
+    scores = np.asarray(results[f"mean_test_{key}"], dtype=np.float64)
+    valid = np.flatnonzero(~np.isnan(scores))
+    if valid.shape[0] < 2:
+        return None
+    order = valid[np.argsort(-scores[valid], kind="stable")]
+    best, runner_up = int(order[0]), int(order[1])
+    noise = score_noise[key]
+    gap = scores[best] - scores[runner_up]
+    spread = noise.difference_std(best, runner_up)
+    if not gap < NOISE_MARGIN * spread:
+        return None
+    params = results["params"]
+    return (
+        f"The choice of the best candidate is within the selection noise: by the noisy "
+        f"scores of scorer {key!r} (the one that chooses), the best candidate {params[best]} "
+        f"scores "
+        f"{scores[best]:.4g} (noise std {noise.std[best]:.3g}) and the runner-up "
+        f"{params[runner_up]} {scores[runner_up]:.4g} (noise std {noise.std[runner_up]:.3g}): "
+        f"a difference of {gap:.3g}, below the noise std of the difference, {spread:.3g}. "
+        + NOISE_ADVICE
+    )
+
+
 @dataclass
 class _Task:
     """What a search knows before anything random happens: candidates,
@@ -285,9 +349,11 @@ class _CandidateFits:
 
 @dataclass
 class _Selection:
-    """The noisy validation scores and the release behind them."""
+    """The noisy validation scores, the noise they carry, and the release
+    behind them."""
 
     scores: dict
+    score_noise: dict
     report: object
     std: float
     noise: dict
@@ -619,11 +685,14 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         growth = math.exp(self.epsilon)
         scale = 1.0
         for attempt in range(_MAX_ATTEMPTS):
-            fitted = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_candidate)(self.estimator, p, seed, budget.candidate * scale,
+            # scikit-learn's Parallel carries the configuration (metadata
+            # routing) and the warning filters to worker processes
+            recorded = Parallel(n_jobs=self.n_jobs)(
+                delayed(_fit_recording)(self.estimator, p, seed, budget.candidate * scale,
                                         self.step_shares, X_train, y_train, train_params)
                 for p, seed in zip(task.candidates, fit_seeds)
             )
+            fitted = [result for result, _ in recorded]
             spent_ = [_events(est) for est, _ in fitted]
             _check_stability([extra for _, extra in spent_], task.stability_bounds)
             event = _compose([event for event, _ in spent_])
@@ -642,6 +711,9 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                 f"The candidates' fits compose to epsilon={epsilon:.4g} > "
                 f"{self.epsilon}; lower the number of candidates or raise epsilon."
             )
+        # the warnings of the fits kept (not of attempts redone), naming the candidate
+        for params, (_, caught) in zip(task.candidates, recorded):
+            _reemit(caught, "candidate", params)
         if self.verbose:
             print(f"[{type(self).__name__}] fitted {task.n_candidates} candidates on "
                   f"{int(train.sum())} records: epsilon {epsilon:.4f} (training part)")
@@ -669,6 +741,9 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             noise = {LOSS_RELEASES[loss]: report.scale(LOSS_RELEASES[loss]) for loss in losses}
             noise[MOMENTS] = report.scale(MOMENTS)
             std = noise[LOSS_RELEASES[losses[0]]]
+            # released values and public noise scales only: post-processing
+            score_noise = loss_score_noise(noisy_sums, noisy_stats, task.metrics, noise,
+                                           task.y_bounds)
         else:
             predictions = np.stack([
                 np.searchsorted(task.classes, np.asarray(est.predict(X_val))) for est in models
@@ -684,11 +759,14 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             scores = histogram_scores(noisy, task.classes, task.metrics)
             std = report.scale(RELEASE)
             noise = {RELEASE: std}
-        return _Selection(scores=scores, report=report, std=std, noise=noise)
+            # released values and public noise scales only: post-processing
+            score_noise = histogram_score_noise(noisy, task.classes, task.metrics, std)
+        return _Selection(scores=scores, score_noise=score_noise, report=report, std=std,
+                          noise=noise)
 
     def _store_results(self, task, selection):
         """``cv_results_`` from the noisy scores, and the choice."""
-        results = self._results(task.candidates, selection.scores)
+        results = self._results(task.candidates, selection.scores, selection.score_noise)
         self.cv_results_ = results
         self.multimetric_ = task.multimetric
         self.n_candidates_ = task.n_candidates
@@ -699,6 +777,22 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             if not callable(self.refit):
                 key = "score" if not task.multimetric else self.refit
                 self.best_score_ = float(results[f"mean_test_{key}"][self.best_index_])
+            self._warn_if_within_noise(results, selection.score_noise, task.multimetric)
+
+    def _warn_if_within_noise(self, results, score_noise, multimetric):
+        """Warn when the released scores that decided the choice differ by
+        less than their noise. It reads only released values (the noisy
+        scores) and the noise's public scales, so it is post-processing and
+        costs no privacy."""
+        if isinstance(self.refit, _BestWithin):
+            message = self.refit.within_noise(results, score_noise, self.best_index_)
+        elif callable(self.refit):
+            return  # a rule of the user's: what decides its choice is unknown
+        else:
+            key = "score" if not multimetric else self.refit
+            message = _choice_within_noise(results, score_noise, key)
+        if message is not None:
+            warnings.warn(message, UserWarning, stacklevel=4)
 
     def _refit_best(self, task, fits, selection, budget, seed):
         """The final model: the chosen candidate refitted on every record
@@ -711,7 +805,7 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
         if task.do_refit:
             mu = budget.refit
             for attempt in range(_MAX_ATTEMPTS):
-                best, budgets = _fit_candidate(
+                (best, budgets), caught = _fit_recording(
                     self.estimator, self.best_params_, seed, mu, self.step_shares,
                     task.X, task.y, task.fit_params,
                 )
@@ -730,6 +824,7 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
                     f"The refit does not fit in the budget (epsilon {worst:.4g} > "
                     f"{self.epsilon}); lower refit_share."
                 )
+            _reemit(caught, "refit", self.best_params_)
             self.best_estimator_ = _drop_fit_times(best)
             refit = _Refit(train_event=train_event, val_event=val_event, eps_train=eps_train,
                            eps_val=eps_val, stability=stability, budgets=budgets, mu=mu)
@@ -788,7 +883,7 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             print(f"[{type(self).__name__}] epsilon_={self.epsilon_:.4f} (training part "
                   f"{refit.eps_train:.4f}, validation part {refit.eps_val:.4f})")
 
-    def _results(self, candidates, scores):
+    def _results(self, candidates, scores, score_noise):
         results = defaultdict(list)
         results["params"] = candidates
         keys = sorted({k for p in candidates for k in p})
@@ -804,6 +899,7 @@ class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
             results[f"mean_test_{name}"] = values
             filled = np.where(np.isnan(values), -np.inf, values)
             results[f"rank_test_{name}"] = rankdata(-filled, method="min").astype(np.int32)
+            results[f"std_noise_test_{name}"] = score_noise[name].std
         return dict(results)
 
     # ------------------------------------------------------- delegation
@@ -916,7 +1012,12 @@ _DOC_PARAMS = """
         path (``{{"clf": 0.9, "pre__num": 0.1}}``, in GDP ``mu^2``). None
         keeps the proportions of the steps' configured epsilons.
     n_jobs : int or None, default=None
-        Candidates fitted in parallel (joblib).
+        Candidates fitted in parallel (joblib, through scikit-learn's
+        ``Parallel``, which carries the configuration, e.g. metadata
+        routing, and the warning filters to the workers). The warnings of
+        each fit, also from worker processes, are re-emitted by ``fit``
+        prefixed with ``[candidate <params>]`` (``[refit <params>]`` for
+        the refit), in their own category.
     random_state : int, RandomState or None, default=None
         Seeds the split and the selection noise (and the parameter sampler
         of the randomized search), and every fit: each step of each
@@ -933,9 +1034,20 @@ _DOC_ATTRIBUTES = """
     ----------
     cv_results_ : dict
         ``params``, ``param_<name>``, and for every scorer
-        ``mean_test_<name>`` (= ``split0_test_<name>``: one held-out split)
-        and ``rank_test_<name>``. Every score is a private release (from the
-        noisy histogram). Fit and score times are not reported (they are
+        ``mean_test_<name>`` (= ``split0_test_<name>``: one held-out split),
+        ``rank_test_<name>`` and ``std_noise_test_<name>``. Every score is a
+        private release (from the noisy histogram or error sums).
+        ``std_noise_test_<name>`` (one value per candidate) is the standard
+        deviation of the selection noise in that score, by the delta method
+        at the released values (the metric's gradient with respect to the
+        noisy counts or sums, times their public noise scale): it reads
+        released values only, so it costs no privacy. It is a first-order
+        figure (rough where a group or class has few validation records,
+        and above the truth at a gap near 0). When the scores that decide
+        the choice (the refit scorer's best and runner-up; for
+        :func:`best_within`, also the candidates whose side of the bound
+        decides it) differ by less than their noise, ``fit`` warns
+        (``UserWarning``). Fit and score times are not reported (they are
         side channels on the data): there is no ``refit_time_``, unlike
         ``GridSearchCV``, and the steps of ``best_estimator_`` have no
         ``fit_time_``.

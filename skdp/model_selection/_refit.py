@@ -38,6 +38,77 @@ class _BestWithin:
             )
         return np.asarray(cv_results[key], dtype=np.float64)
 
+    def _fairness_values(self, cv_results):
+        """(score, fairness value: the gap, or the fairness score with
+        greater_is_better) columns of ``cv_results``."""
+        score = self._column(cv_results, self.score, "score")
+        stored = self._column(cv_results, self.fairness, "fairness")
+        return score, (stored if self.greater_is_better else -stored)
+
+    def within_noise(self, cv_results, score_noise, chosen):
+        """A message when the rule's choice ``chosen`` on noisy scores is
+        decided by their noise, else None.
+
+        Used by the private searches, whose ``cv_results_`` hold noisy
+        scores; ``score_noise`` maps scorer names to their noise
+        (``.std`` per candidate and ``.difference_std(i, j)``). The choice is
+        within the noise when a candidate whose side of the bound could
+        change it is within ``NOISE_MARGIN`` noise standard deviations of the
+        bound (the chosen candidate itself, or one with a better score, or
+        any when none qualified), or when the chosen candidate's score beats
+        the best other qualifying candidate's by less than the noise of
+        their difference. Released values and public noise scales only:
+        post-processing, no privacy cost.
+        """
+        from ._selection import NOISE_ADVICE, NOISE_MARGIN
+
+        score, value = self._fairness_values(cv_results)
+        params = cv_results["params"]
+        std_fair = np.asarray(score_noise[self.fairness].std, dtype=np.float64)
+        noise_score = score_noise[self.score]
+        valid = ~np.isnan(score) & ~np.isnan(value)
+        qualifies = valid & ((value >= self.bound) if self.greater_is_better
+                             else (value <= self.bound))
+        near = valid & (np.abs(value - self.bound) < NOISE_MARGIN * std_fair)
+        label = "score" if self.greater_is_better else "gap"
+        uncertain = [k for k in np.flatnonzero(near)
+                     if k == chosen or (not qualifies[k]
+                                        and (score[k] > score[chosen] or not qualifies[chosen]))]
+        parts = [
+            f"candidate {params[k]} ({self.fairness} {label} {value[k]:.4g}, noise std "
+            f"{std_fair[k]:.3g}; {self.score} {score[k]:.4g})"
+            for k in uncertain
+        ]
+        reasons = []
+        if parts:
+            which = "this candidate is on" if len(parts) == 1 else "these candidates are on"
+            reasons.append(
+                f"which side of the bound {self.bound:g} {which} is within the noise, and "
+                f"decides the choice: {'; '.join(parts)}"
+            )
+        if qualifies[chosen]:
+            others = [k for k in np.flatnonzero(qualifies) if k != chosen]
+            if others:
+                runner_up = max(others, key=lambda k: (score[k], -k))
+                gap = score[chosen] - score[runner_up]
+                spread = noise_score.difference_std(chosen, runner_up)
+                if gap < NOISE_MARGIN * spread:
+                    reasons.append(
+                        f"among the candidates within the bound, the runner-up "
+                        f"{params[runner_up]} has a noisy {self.score} of "
+                        f"{score[runner_up]:.4g} against {score[chosen]:.4g}: a difference of "
+                        f"{gap:.3g}, below the noise std of the difference, {spread:.3g}"
+                    )
+        if not reasons:
+            return None
+        return (
+            f"The choice of {self!r} is within the selection noise: it chose candidate "
+            f"{params[chosen]} (noisy {self.score} {score[chosen]:.4g}, noise std "
+            f"{noise_score.std[chosen]:.3g}; {self.fairness} {label} {value[chosen]:.4g}, "
+            f"noise std {std_fair[chosen]:.3g}), but " + "; and ".join(reasons) + ". "
+            + NOISE_ADVICE
+        )
+
     def __call__(self, cv_results):
         score = self._column(cv_results, self.score, "score")
         stored = self._column(cv_results, self.fairness, "fairness")

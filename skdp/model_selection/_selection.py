@@ -43,10 +43,29 @@ likewise, and ``r2 = 1 - SSE / SST`` with ``SST`` from the noisy moments
 the chosen candidate is the argmin of the noisy error sums:
 report-noisy-max (here min) over Gaussian-noised losses of bounded
 sensitivity.
+
+**Noise of the scores.** Every score comes with the standard deviation of
+the selection noise it carries (:class:`ScoreNoise`), by the delta method:
+the noise is Gaussian with a public standard deviation per released value,
+and the score's gradient with respect to the released values, taken at the
+released (noisy) values, propagates it to first order. This reads released
+values and public noise scales only, so it is post-processing and costs no
+privacy. For a histogram score the gradient is taken by central finite
+differences of the metric itself (so it is exactly the function that made
+the score, whatever the metric); a cell whose noisy count was clipped to 0
+counts with its one-sided derivative, as if its noise could move it up
+(conservative: its noise is then counted in full). The regression scores
+are explicit ratios, differentiated analytically; their count and target
+moments are common to all candidates, and :meth:`ScoreNoise.difference_std`
+lets that shared noise cancel in a comparison of two candidates. It is a
+first-order figure: good when a score's noise is small against the counts
+it is made of, rough when a group or class has a handful of validation
+records (tests check it against a Monte Carlo over the noise).
 """
 
 import inspect
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -65,9 +84,9 @@ from .._groups import encode_groups, select_columns
 from ..metrics._scorers import _FairnessScorer
 from ..privacy import BatchReleases, Release, ReleasePlan, gaussian_noise
 
-__all__ = ["HistogramMetric", "LossMetric", "confusion_histograms", "error_sums",
-           "histogram_scores", "loss_scores", "regression_plan", "release_error_sums",
-           "release_histograms", "resolve_scoring"]
+__all__ = ["HistogramMetric", "LossMetric", "ScoreNoise", "confusion_histograms", "error_sums",
+           "histogram_score_noise", "histogram_scores", "loss_score_noise", "loss_scores",
+           "regression_plan", "release_error_sums", "release_histograms", "resolve_scoring"]
 
 RELEASE = "validation_histograms"
 #: Release names of the regression statistics.
@@ -267,6 +286,101 @@ def histogram_scores(noisy, classes, metrics):
     }
 
 
+class ScoreNoise:
+    """Noise standard deviation of one scorer's K noisy scores.
+
+    A score's selection noise, to first order, is the sum of a part of its
+    own (independent between candidates: each candidate's histogram or
+    error sum has noise of its own) and a part common to every candidate
+    (the regressors' noisy count and target moments).
+
+    Parameters
+    ----------
+    own : ndarray of shape (K,)
+        Standard deviation of each score's own noise.
+    shared : ndarray of shape (K, m) or None
+        Loadings of each score on ``m`` independent standard-normal noises
+        shared by every candidate (None: none).
+    """
+
+    def __init__(self, own, shared=None):
+        self.own = np.asarray(own, dtype=np.float64)
+        k = self.own.shape[0]
+        self.shared = (np.zeros((k, 0)) if shared is None
+                       else np.asarray(shared, dtype=np.float64).reshape(k, -1))
+
+    @property
+    def std(self):
+        """ndarray of shape (K,): standard deviation of each score's noise."""
+        return np.sqrt(self.own**2 + np.sum(self.shared**2, axis=1))
+
+    def difference_std(self, i, j):
+        """Standard deviation of the noise of ``score[i] - score[j]`` (the
+        shared noise cancels to first order)."""
+        if i == j:
+            return 0.0
+        return float(math.sqrt(self.own[i] ** 2 + self.own[j] ** 2
+                               + np.sum((self.shared[i] - self.shared[j]) ** 2)))
+
+
+#: A choice is "within the noise" when the released scores that decide it
+#: differ by less than this many standard deviations of their noise.
+NOISE_MARGIN = 1.0
+NOISE_ADVICE = (
+    "Another draw of the selection noise could well choose differently. To separate the "
+    "candidates: give the selection more validation records (more data or a larger "
+    "validation_fraction), a larger epsilon, or fewer candidates (their scores share the "
+    "selection's budget); the noise std of every score is in "
+    "cv_results_['std_noise_test_<scorer>']."
+)
+
+#: Finite-difference step of the histogram scores' gradients, relative to
+#: the largest noisy count of the histogram (a ratio of counts moves by
+#: ~1e-4 of itself: far below any noise, far above rounding).
+_FD_STEP = 1e-4
+
+
+def histogram_score_noise(noisy, classes, metrics, std):
+    """``{name: ScoreNoise}`` of every metric's K scores from noisy
+    histograms with independent Gaussian noise of standard deviation ``std``
+    per cell (delta method at the released histogram; post-processing).
+
+    The gradient of each score with respect to the cells is taken by
+    central differences of the metric on the clipped noisy counts (the
+    weights the score was computed from); a cell at 0 uses the forward
+    difference.
+    """
+    n_candidates, n_groups, n_classes, _ = noisy.shape
+    g, t, p = np.meshgrid(np.arange(n_groups), np.arange(n_classes), np.arange(n_classes),
+                          indexing="ij")
+    y_true, y_pred, groups = classes[t.ravel()], classes[p.ravel()], g.ravel()
+    weights = np.clip(noisy.reshape(n_candidates, -1), 0.0, None)
+    n_cells = weights.shape[1]
+    noise = {}
+    with warnings.catch_warnings():
+        # metrics of perturbed histograms repeat the warnings of the scores
+        warnings.simplefilter("ignore")
+        for name, metric in metrics.items():
+            own = np.empty(n_candidates)
+            for k, w in enumerate(weights):
+                h = _FD_STEP * max(float(w.max()), 1.0)
+                base = metric(y_true, y_pred, groups, w)
+                grad = np.empty(n_cells)
+                for c in range(n_cells):
+                    up = w.copy()
+                    up[c] += h
+                    f_up = metric(y_true, y_pred, groups, up)
+                    if w[c] >= h:
+                        down = w.copy()
+                        down[c] -= h
+                        grad[c] = (f_up - metric(y_true, y_pred, groups, down)) / (2 * h)
+                    else:  # clipped at (or near) 0: one-sided
+                        grad[c] = (f_up - base) / h
+                own[k] = float(std) * float(np.sqrt(np.sum(grad**2)))
+            noise[name] = ScoreNoise(own)
+    return noise
+
+
 # ------------------------------------------------------------------ regression
 class LossMetric:
     """A regression scorer evaluated on noisy sums of clipped errors.
@@ -391,6 +505,55 @@ def release_error_sums(sums, stats, error_bound, epsilon, delta, generator):
     stats_t = torch.as_tensor(stats, dtype=torch.float64)
     noisy_stats = (stats_t + gaussian_noise(stats_t, report.scale(MOMENTS), generator)).numpy()
     return noisy, noisy_stats, report
+
+
+def loss_score_noise(noisy_sums, noisy_stats, metrics, noise, y_bounds=None):
+    """``{name: ScoreNoise}`` of every :class:`LossMetric`'s K scores (delta
+    method at the released values; post-processing).
+
+    ``noise`` maps the release names (:data:`LOSS_RELEASES` values and
+    :data:`MOMENTS`) to their noise standard deviations. A score's own noise
+    comes from its candidate's error sum; the noisy count and target moments
+    are shared by every candidate.
+    """
+    stats = np.asarray(noisy_stats, dtype=np.float64)
+    sigma_m = float(noise[MOMENTS])
+    result = {}
+    for name, metric in metrics.items():
+        total = np.asarray(noisy_sums[metric.loss], dtype=np.float64)
+        sigma = float(noise[LOSS_RELEASES[metric.loss]])
+        # d count / d (noisy count): the count is floored at 1
+        count = max(float(stats[0]), 1.0)
+        dcount = 1.0 if float(stats[0]) > 1.0 else 0.0
+        shared = np.zeros((total.shape[0], stats.shape[0]))
+        if metric.statistic == "r2":
+            low, high = y_bounds
+            half2 = ((high - low) / 2.0) ** 2
+            m1, m2 = float(stats[1]), float(stats[2])
+            raw = half2 * (m2 - m1**2 / count)
+            floor = 1e-12 * half2 * count
+            sst = max(raw, floor)
+            # value = 1 - total / sst
+            own = sigma / sst * np.ones_like(total)
+            dvalue_dsst = total / sst**2
+            if raw > floor:
+                dsst = np.array([half2 * m1**2 / count**2 * dcount, -2.0 * half2 * m1 / count,
+                                 half2])
+            else:
+                dsst = np.array([1e-12 * half2 * dcount, 0.0, 0.0])
+            shared = dvalue_dsst[:, None] * dsst[None, :] * sigma_m
+        else:
+            mean = total / count
+            own = sigma / count * np.ones_like(total)
+            shared[:, 0] = -total / count**2 * dcount * sigma_m
+            if metric.statistic == "rmse":
+                # d sqrt(m) / dm = 1 / (2 sqrt(m)); at a mean at or below its
+                # own noise the root is floored there (a rough figure)
+                scale = np.sqrt(own**2 + shared[:, 0] ** 2)
+                slope = 1.0 / (2.0 * np.sqrt(np.maximum(mean, scale)))
+                own, shared = own * slope, shared * slope[:, None]
+        result[name] = ScoreNoise(np.abs(own), metric.sign * shared)
+    return result
 
 
 def loss_scores(noisy_sums, noisy_stats, metrics, y_bounds=None):

@@ -543,9 +543,19 @@ class DPFERMIClassifier(BaseDPClassifier):
         keep = np.setdiff1d(np.arange(X.shape[1]), [np.mod(column, X.shape[1])])
         return X[:, keep], silos
 
-    def _validate_predict_X(self, X):
-        X, _ = self._pop_silo_column(X)
-        return super()._validate_predict_X(X)
+    def _without_fit_only_columns(self, X):
+        """``X`` for prediction with or without ``silo_column`` (and the
+        sensitive columns): the silo column is taken out first, as in fit."""
+        column = self.silo_column
+        if column is not None:
+            if _is_dataframe(X) and isinstance(column, str):
+                if column in X.columns:
+                    X = X.drop(columns=[column])
+            else:
+                extra = (X.shape if hasattr(X, "shape") else np.shape(X))[1] - self.n_features_in_
+                if extra in (1, 1 + len(super()._fit_only_columns())):
+                    X, _ = self._pop_silo_column(X)
+        return super()._without_fit_only_columns(X)
 
     def _check_groups(self, group_codes, n):
         if group_codes is None:
