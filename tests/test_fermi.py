@@ -515,3 +515,22 @@ def test_search_routes_groups_and_silos_without_request_calls():
         search.fit(X, y, sensitive_features=g, silo_ids=silo)
     assert search.best_estimator_.n_silos_ == 3
     assert list(search.best_estimator_.groups_) == [0, 1]
+
+
+def test_a_tiny_group_is_named_and_cannot_blow_up_the_w_bound():
+    """A group of two records: its noisy prior would set the W-gradient
+    bound 2 / sqrt(min prior) (and the W noise) tens of times higher for
+    everyone; it is raised to min_group_share, named in a warning and in
+    small_groups_, decided from the released counts only."""
+    X, y, g = _fair_data(n=3000)
+    g = g.astype(object)
+    g[:2] = "tiny"
+    with pytest.warns(UserWarning, match=r"Groups \['tiny'\] are too small"):
+        clf = DPFERMIClassifier(lam=1.0, max_epochs=2, random_state=0).fit(
+            X, y, sensitive_features=g)
+    assert list(clf.small_groups_) == ["tiny"]
+    assert clf.w_clip_ <= 2.0 / math.sqrt(0.02 / 1.04) + 1e-9
+    assert clf.group_priors_.min() >= 0.02 / 1.04
+    bare = DPFERMIClassifier(lam=1.0, max_epochs=2, min_group_share=0.0, random_state=0).fit(
+        X, y, sensitive_features=g)
+    assert bare.small_groups_.size == 0 and bare.w_clip_ > 5 * clf.w_clip_

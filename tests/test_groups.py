@@ -238,7 +238,7 @@ def test_select_columns_dataframe_and_array():
     [
         (pd.DataFrame({"x": [1]}), "group", r"\['group'\] not among the columns"),
         (pd.DataFrame({"x": [1]}), ["x", 0], "not a mix"),
-        (np.zeros((2, 2)), "group", "not a pandas DataFrame"),
+        (np.zeros((2, 2)), "group", "without column names, so the column is gone"),
         (np.zeros((2, 2)), 5, "out of range"),
         (np.zeros((2, 2)), [], "is empty"),
         (np.zeros(2), 0, "must be 2-D"),

@@ -100,6 +100,14 @@ class DPFERMIClassifier(BaseDPClassifier):
         Clipping bound C of each record's model gradient (of ``loss + lam *
         psi``; of the loss and the psi parts separately with
         ``privacy_unit="sensitive_attribute"``).
+    min_group_share : float in [0, 0.5), default=0.02
+        With ``group_priors="private"``: a group whose noisy prior (in its
+        stratum) falls below this share is treated as holding this share in
+        the ERMI term (its prior is raised, post-processing of the released
+        counts), so that a tiny group cannot blow up everyone's W-gradient
+        bound and noise (``2 / sqrt(min prior)``). The groups raised are
+        listed in ``small_groups_`` and a warning names them. 0 keeps every
+        prior as released.
     w_radius : float or "auto", default="auto"
         Frobenius radius of each dual matrix. ``"auto"`` uses
         ``sqrt(n_classes / min prior)``, which holds the exact maximizer for
@@ -197,6 +205,9 @@ class DPFERMIClassifier(BaseDPClassifier):
         Priors used: released noisy estimates (``"private"``) or the public
         ones. Rows are strata: one for demographic parity and equal
         opportunity, one per class for equalized odds.
+    small_groups_ : ndarray
+        Groups whose noisy prior fell below ``min_group_share`` and was
+        raised to it in the ERMI term (empty when none).
     w_radius_, w_clip_ : float
         Dual radius and the per-record W-gradient clipping bound.
     n_silos_ : int
@@ -290,6 +301,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         "noise_calibration": [StrOptions({"accountant", "paper"})],
         "group_priors": [StrOptions({"private"}), "array-like", dict],
         "w_radius": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "min_group_share": [Interval(Real, 0, 0.5, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "schedule": [StrOptions(set(SCHEDULES))],
         "w_learning_rate": [Interval(Real, 0, None, closed="left")],
@@ -310,6 +322,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         noise_calibration="accountant",
         group_priors="private",
         max_grad_norm=4.0,
+        min_group_share=0.02,
         w_radius="auto",
         batch_size="auto",
         sample_rate=None,
@@ -343,6 +356,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.noise_calibration = noise_calibration
         self.group_priors = group_priors
         self.max_grad_norm = max_grad_norm
+        self.min_group_share = min_group_share
         self.w_radius = w_radius
         self.batch_size = batch_size
         self.sample_rate = sample_rate
@@ -491,7 +505,7 @@ class DPFERMIClassifier(BaseDPClassifier):
             w_learning_rate=self.w_learning_rate,
             averaging=self.averaging if self.return_iterate == "average" else 0.0,
             seed=silo_seed, silo_names=tuple(str(s) for s in self.silos_),
-            verbose=self.verbose,
+            verbose=self.verbose, min_group_share=float(self.min_group_share),
         )
 
         def make_backend(X_t, n_outputs):
@@ -503,6 +517,18 @@ class DPFERMIClassifier(BaseDPClassifier):
         """Fitted attributes from a :class:`~skdp.fairness.fermi.FermiFit`."""
         self.silo_sizes_ = fit.sizes
         self.group_priors_ = fit.priors
+        groups = np.asarray(self.groups_ if self.groups_ is not None else [None], dtype=object)
+        self.small_groups_ = groups[list(fit.small_groups)]
+        if fit.small_groups:
+            warnings.warn(
+                f"Groups {list(self.small_groups_)} are too small for the ERMI term at this "
+                f"privacy level: their noisy prior is below min_group_share="
+                f"{self.min_group_share:g}, which would make the W-gradient bound and its "
+                "noise large for every record. They were given that share in the ERMI term "
+                "(small_groups_); their own fairness is then weakly enforced. Merge them into "
+                "larger groups, or raise epsilon.",
+                UserWarning,
+            )
         self.w_radius_ = fit.w_radius
         self.w_clip_ = fit.w_clip
         self._store_silo_reports(fit.reports)

@@ -93,6 +93,7 @@ class FermiRun:
     silo_names: tuple
     verbose: int = 0
     model_check: bool = True
+    min_group_share: float = 0.0
 
     @property
     def n_classes(self):
@@ -128,6 +129,7 @@ class FermiFit:
     fit_time: dict
     check: np.ndarray = None
     check_std: float = None
+    small_groups: tuple = ()
 
 
 def train_on_silos(run, transport, make_backend, device):
@@ -158,8 +160,9 @@ def train_on_silos(run, transport, make_backend, device):
         counts = np.stack([np.asarray(r["counts"], dtype=np.float64) for r in replies])
         floor = 1.0 if run.epsilon is not None else 1e-12
         priors = priors_from_counts(counts, run.n_strata, run.n_groups, floor=floor)
+        priors, small_groups = floor_small_groups(priors, run.min_group_share)
     else:
-        priors = np.asarray(run.public_priors, dtype=np.float64)
+        priors, small_groups = np.asarray(run.public_priors, dtype=np.float64), ()
     w_radius = (default_w_radius(priors, run.n_classes) if run.w_radius == "auto"
                 else float(run.w_radius))
     w_clip = w_gradient_clip(priors)
@@ -206,11 +209,38 @@ def train_on_silos(run, transport, make_backend, device):
         sizes=sizes, rates=rates, batches=batches, rounds=rounds, priors=priors,
         w_radius=w_radius, w_clip=w_clip, reports=reports, backend=backend, history=history,
         W=W, fit_time={"calibration": calibration_time, "training": training_time},
-        check=check, check_std=check_std,
+        check=check, check_std=check_std, small_groups=small_groups,
     )
 
 
 # ------------------------------------------------------------- the steps
+def floor_small_groups(priors, min_share):
+    """Raise every group prior below ``min_share`` (in its stratum) to it and
+    renormalize; return the new priors and the codes of the groups raised.
+
+    Post-processing of the released noisy counts. A tiny group's prior
+    enters the W-gradient bound as ``2 / sqrt(min prior)``: a group of two
+    records would make that bound (and the W noise) tens of times larger for
+    everyone. Its records keep their ERMI term, computed as if the group
+    held ``min_share`` of its stratum.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdp.fairness.fermi._server import floor_small_groups
+    >>> priors, small = floor_small_groups(np.array([[0.999, 0.001]]), 0.02)
+    >>> small, bool(priors.min() >= 0.0196)
+    ((1,), True)
+    """
+    priors = np.asarray(priors, dtype=np.float64)
+    small = priors < min_share
+    if not small.any():
+        return priors, ()
+    raised = np.maximum(priors, min_share)
+    raised = raised / raised.sum(1, keepdims=True)
+    return raised, tuple(int(g) for g in np.flatnonzero(small.any(0)))
+
+
 def silo_sampling(run, sizes):
     """Per-silo sampling rates and expected batches, and the round count.
 
