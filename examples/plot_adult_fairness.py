@@ -8,9 +8,10 @@ demographic-parity constraint for a few tolerances, and compares it with
 unconstrained DP-SGD at the same budget and with non-private
 LogisticRegression (``benchmarks/bench_raco_adult.py`` also compares with
 fairlearn's ExponentiatedGradient, which takes minutes here). Prints test accuracy, the test demographic-parity gap
-and the epsilon each model spent, and saves the accuracy-vs-gap plot to
-``adult_fairness_pareto.png`` (next to this script unless ``--output`` says
-otherwise).
+the test log-loss (calibration) and the epsilon each model spent, and saves
+the accuracy-vs-gap plot to ``adult_fairness_pareto.png`` and a reliability
+diagram to ``adult_reliability.png`` (next to this script unless ``--output``
+says otherwise).
 
 The data comes from :func:`skdp.datasets.fetch_adult`, which reads the copy
 embedded in the package (``SKDP_DATA`` or ``--data-home`` point it to another
@@ -28,7 +29,9 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from sklearn.calibration import calibration_curve
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
 
 from skdp import DPRateConstrainedClassifier, DPSGDClassifier
 from skdp.datasets import fetch_adult, make_preprocessor
@@ -56,8 +59,10 @@ def load(data_home):
 
 
 def evaluate(model, X, y, groups):
+    """Test accuracy, demographic-parity gap and log-loss."""
     pred = model.predict(X)
-    return np.mean(pred == y), demographic_parity_difference(y, pred, sensitive_features=groups)
+    return (np.mean(pred == y), demographic_parity_difference(y, pred, sensitive_features=groups),
+            log_loss(y, model.predict_proba(X), labels=model.classes_))
 
 
 def main():
@@ -87,8 +92,9 @@ def main():
             warnings.simplefilter("ignore", UserWarning)
             clf = DPRateConstrainedClassifier(tolerance=tol, epsilon=None, random_state=0)
             clf.fit(X_train, y_train, sensitive_features=s_train)
-        nonprivate_points.append(evaluate(clf, X_test, y_test, s_test))
-        rows.append((f"same, non-private (epsilon=None), tolerance {tol}", *nonprivate_points[-1], None))
+        nonprivate_points.append(evaluate(clf, X_test, y_test, s_test)[:2])
+        rows.append((f"same, non-private (epsilon=None), tolerance {tol}", *nonprivate_points[-1],
+                     evaluate(clf, X_test, y_test, s_test)[2], None))
 
     fair_points = []
     start = time.perf_counter()
@@ -102,17 +108,19 @@ def main():
                     random_state=seed,
                 )
                 models.append(clf.fit(X_train, y_train, sensitive_features=s_train))
-        acc, gap = np.mean([evaluate(m, X_test, y_test, s_test) for m in models], axis=0)
+        acc, gap, loss = np.mean([evaluate(m, X_test, y_test, s_test) for m in models], axis=0)
         fair_points.append((acc, gap))
-        rows.append((f"DPRateConstrainedClassifier, tolerance {tol}", acc, gap,
+        rows.append((f"DPRateConstrainedClassifier, tolerance {tol}", acc, gap, loss,
                      max(m.epsilon_ for m in models)))
+        if tol == 0.04:
+            calibrated = models[0]
     elapsed = time.perf_counter() - start
 
     width = max(len(r[0]) for r in rows)
-    print(f"{'model'.ljust(width)}  test accuracy  test DP gap  epsilon spent")
-    for name, acc, gap, eps in rows:
+    print(f"{'model'.ljust(width)}  test accuracy  test DP gap  test log-loss  epsilon spent")
+    for name, acc, gap, loss, eps in rows:
         spent = "not private" if eps is None else f"{eps:.3f}"
-        print(f"{name.ljust(width)}  {acc:13.4f}  {gap:11.4f}  {spent}")
+        print(f"{name.ljust(width)}  {acc:13.4f}  {gap:11.4f}  {loss:13.4f}  {spent}")
     print(f"\n{len(TOLERANCES) * args.seeds} private fair fits in {elapsed:.1f} s "
           f"(mean over {args.seeds} seeds per row).")
 
@@ -130,7 +138,7 @@ def main():
     ax.plot(gaps, accs, "o-", label="RaCO-DP, eps=1 (tolerances %s)" % ", ".join(map(str, TOLERANCES)))
     ax.plot([p[1] for p in nonprivate_points], [p[0] for p in nonprivate_points], "x--",
             label="RaCO, non-private (same tolerances)")
-    for name, acc, gap, eps in rows:
+    for name, acc, gap, _, eps in rows:
         if name.startswith(("DPRate", "same")):
             continue
         marker = "s" if eps is not None else "D"
@@ -143,6 +151,24 @@ def main():
     fig.tight_layout()
     fig.savefig(args.output, dpi=120)
     print(f"saved {args.output}")
+
+    # reliability diagram: mean predicted probability against the observed rate
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="perfectly calibrated")
+    for name, model in (("LogisticRegression (non-private)", lr),
+                        ("DPSGDClassifier, eps=1", dpsgd[0]),
+                        ("DPRateConstrainedClassifier, tol 0.04, eps=1", calibrated)):
+        observed, predicted = calibration_curve(y_test, model.predict_proba(X_test)[:, 1],
+                                                n_bins=10, strategy="quantile")
+        ax.plot(predicted, observed, marker="o", label=name)
+    ax.set_xlabel("mean predicted probability of >50K")
+    ax.set_ylabel("observed share of >50K")
+    ax.set_title("Adult: calibration (test)")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    reliability = str(Path(args.output).with_name("adult_reliability.png"))
+    fig.savefig(reliability, dpi=120)
+    print(f"saved {reliability}")
 
 
 if __name__ == "__main__":
