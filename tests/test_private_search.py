@@ -243,6 +243,30 @@ def test_fairness_scoring_and_best_within_with_routing(data):
     assert not hasattr(search, "best_score_")
 
 
+def test_parallel_candidates_keep_metadata_routing(data):
+    """With n_jobs=2 the candidates are fitted in worker processes, which
+    must see the caller's scikit-learn configuration: with routing on, a
+    Pipeline's fit gets its routed sensitive_features (without the
+    configuration, Pipeline.fit refuses them); the search is the same as
+    with n_jobs=None up to the fits' floating point."""
+    X, y, groups = data
+    pipe = Pipeline([("scale", DPStandardScaler(epsilon=0.1, delta=1e-6, bounds=(-5, 5))),
+                     ("clf", _clf())])
+    scoring = {"accuracy": "accuracy",
+               "dpd": get_fairness_scorer("demographic_parity_difference")}
+    searches = []
+    for n_jobs in (None, 2):
+        with sklearn.config_context(enable_metadata_routing=True):
+            search = PrivateGridSearchCV(pipe, {"clf__learning_rate": [0.2, 1.0]},
+                                         scoring=scoring, refit="accuracy", n_jobs=n_jobs,
+                                         random_state=0)
+            searches.append(search.fit(X, y, sensitive_features=groups))
+    for search in searches:
+        assert list(search.best_estimator_[-1].groups_) == ["a", "b"]
+    np.testing.assert_allclose(searches[0].cv_results_["mean_test_dpd"],
+                               searches[1].cv_results_["mean_test_dpd"], atol=0.02)
+
+
 def test_fairness_scoring_without_routing(data):
     X, y, groups = data
     X_df = pd.DataFrame({"x0": X[:, 0], "x1": X[:, 1], "sex": groups})
@@ -348,6 +372,57 @@ def test_privacy_spent_grid_search(data):
         privacy_spent({"test_score": np.zeros(3)}, warn=False)
     with pytest.raises(ValueError, match="cross_validate"):
         privacy_spent(_clf(), warn=False)
+
+
+def _delta_warnings(caught):
+    return [w for w in caught if "1/n" in str(w.message) and "privacy_spent" in str(w.message)]
+
+
+def test_privacy_spent_warns_when_the_total_delta_exceeds_one_over_n(data):
+    """7 fits at delta=1e-4 (6 fold fits as black boxes, counted twice, and
+    the refit): a total delta of 1.3e-3, above 1/n = 1/3000; n is read from
+    the refitted best_estimator_ (trained on every record). No fit warns on
+    its own: 1e-4 is below 1/2000 (a fold) and 1/3000."""
+    X, y, _ = data
+    search = GridSearchCV(_clf(delta=1e-4), GRID, cv=3).fit(X, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        total = privacy_spent(search, warn=False)
+    assert total.delta == pytest.approx(1.3e-3)
+    found = _delta_warnings(caught)
+    assert len(found) == 1 and found[0].category is UserWarning
+    message = str(found[0].message)
+    assert "0.0013" in message and "3000" in message and "delta" in message
+    # the default delta: 1.3e-4 < 1/3000, no warning
+    search = GridSearchCV(_clf(), GRID, cv=3).fit(X, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        privacy_spent(search, warn=False)
+    assert not _delta_warnings(caught)
+
+
+def test_privacy_spent_delta_check_for_cross_validate(data):
+    """Fold fits see 2000 of the 3000 records: their sizes are a lower bound
+    on n, so the check fires where that suffices (6e-4 > 1/2000); with the
+    folds' indices (return_indices=True) or n_samples=, n is known (4.5e-4
+    > 1/3000, but not > 1/2000)."""
+    X, y, _ = data
+
+    def check(delta, **kwargs):
+        cv = cross_validate(_clf(delta=delta), X, y, cv=3, return_estimator=True,
+                            return_indices=kwargs.pop("indices", False))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            privacy_spent(cv, warn=False, **kwargs)
+        return _delta_warnings(caught)
+
+    assert len(check(2e-4)) == 1
+    assert not check(1.5e-4)                       # n unknown: only n >= 2000 is known
+    assert len(check(1.5e-4, indices=True)) == 1   # n = 3000 from the folds
+    assert len(check(1.5e-4, n_samples=3000)) == 1
+    assert not check(1.5e-4, n_samples=2000)
+    with pytest.raises(ValueError, match="n_samples"):
+        check(1e-5, n_samples=0)
 
 
 # ------------------------------------------------------------ make_preprocessor

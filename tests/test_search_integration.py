@@ -470,6 +470,81 @@ def test_routing_on_without_set_fit_request(name):
             model.fit(X, y, sensitive_features=groups)
 
 
+@pytest.mark.filterwarnings("ignore:Constraints not met:UserWarning")
+def test_forgotten_requests_with_routing_on():
+    """What docs/searches.rst says happens when a request is forgotten with
+    routing on: the skdp estimator needs no ``set_fit_request`` (its fit
+    requests the groups by default; they reach every fit and the skdp
+    fairness scorer), while a fairness metric wrapped by scikit-learn's own
+    ``make_scorer`` without ``set_score_request`` raises
+    ``UnsetMetadataPassedError`` naming that scorer."""
+    from sklearn.exceptions import UnsetMetadataPassedError
+    from sklearn.metrics import make_scorer
+
+    X, y, groups = _arrays(n=1500)
+    factory, _ = ESTIMATORS["DPRateConstrainedClassifier"]
+    with sklearn.config_context(enable_metadata_routing=True):
+        model = Pipeline([("scale", StandardScaler()), ("clf", factory(max_steps=5))])
+        scoring = {"accuracy": "accuracy",
+                   "dpd": get_fairness_scorer("demographic_parity_difference")}
+        search = GridSearchCV(model, {"clf__tolerance": [0.1]}, cv=2, scoring=scoring,
+                              refit="accuracy", error_score="raise")
+        search.fit(X, y, sensitive_features=groups)
+        assert list(search.best_estimator_[-1].groups_) == [0, 1]
+        assert np.isfinite(search.cv_results_["mean_test_dpd"]).all()
+
+        plain = make_scorer(demographic_parity_difference, greater_is_better=False)
+        search = GridSearchCV(model, {"clf__tolerance": [0.1]}, cv=2,
+                              scoring={"accuracy": "accuracy", "dpd": plain},
+                              refit="accuracy", error_score="raise")
+        with pytest.raises(UnsetMetadataPassedError, match="set_score_request"):
+            search.fit(X, y, sensitive_features=groups)
+
+
+@pytest.mark.filterwarnings("ignore:Constraints not met:UserWarning")
+def test_sensitive_features_with_routing_off():
+    """With routing off, ``GridSearchCV.fit(..., sensitive_features=A)``
+    passes ``A`` to the estimator's ``fit`` as an old-style fit parameter: a
+    Pipeline refuses it (ValueError, or every fit fails), a bare skdp
+    estimator trains with it, but the fairness scorer gets no groups: its
+    score is NaN with a "Scoring failed" warning (the ValueError with
+    ``error_score="raise"``)."""
+    X, y, groups = _arrays(n=1500)
+    factory, _ = ESTIMATORS["DPRateConstrainedClassifier"]
+    scoring = {"accuracy": "accuracy",
+               "dpd": get_fairness_scorer("demographic_parity_difference")}
+    with sklearn.config_context(enable_metadata_routing=False):
+        model = Pipeline([("scale", StandardScaler()), ("clf", factory(max_steps=5))])
+        search = GridSearchCV(model, {"clf__tolerance": [0.1]}, cv=2, scoring=scoring,
+                              refit="accuracy", error_score="raise")
+        with pytest.raises(ValueError, match="does not accept the sensitive_features"):
+            search.fit(X, y, sensitive_features=groups)
+
+        search = GridSearchCV(factory(max_steps=5), {"tolerance": [0.1]}, cv=2,
+                              scoring=scoring, refit="accuracy")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            search.fit(X, y, sensitive_features=groups)
+        assert list(search.best_estimator_.groups_) == [0, 1]
+        assert np.isnan(search.cv_results_["mean_test_dpd"]).all()
+        assert any("Scoring failed" in str(w.message) and "needs the group" in str(w.message)
+                   for w in caught)
+        search.set_params(error_score="raise")
+        with pytest.raises(ValueError, match="needs the group of each test row"):
+            search.fit(X, y, sensitive_features=groups)
+
+
+def test_searches_rst_describes_forgotten_requests():
+    """docs/searches.rst must not claim that forgetting set_fit_request
+    raises (skdp estimators request the groups by default)."""
+    import pathlib
+
+    text = pathlib.Path(__file__).parents[1].joinpath("docs", "searches.rst").read_text()
+    flat = " ".join(text.split())
+    assert "Forgetting ``set_fit_request`` makes scikit-learn raise" not in flat
+    assert "UnsetMetadataPassedError" in flat and "does not accept the sensitive_features" in flat
+
+
 # ------------------------------------------------ groups unseen at scoring
 @pytest.mark.parametrize("routing", [True, False])
 def test_group_unseen_in_training_is_scored(routing):

@@ -5,6 +5,8 @@ from numbers import Real
 
 import numpy as np
 
+from ._selection import NOISE_ADVICE, NOISE_MARGIN
+
 __all__ = ["best_within"]
 
 
@@ -60,8 +62,6 @@ class _BestWithin:
         their difference. Released values and public noise scales only:
         post-processing, no privacy cost.
         """
-        from ._selection import NOISE_ADVICE, NOISE_MARGIN
-
         score, value = self._fairness_values(cv_results)
         params = cv_results["params"]
         std_fair = np.asarray(score_noise[self.fairness].std, dtype=np.float64)

@@ -60,7 +60,9 @@ def mean_statistics(X, observed, lower, upper):
     observed = np.asarray(observed, dtype=bool)
     center, half = (lower + upper) / 2, (upper - lower) / 2
     values = np.where(observed, np.asarray(X, dtype=np.float64), center)
-    U = (np.clip(values, lower, upper) - center) / half
+    # clipped again after the affine map: its rounding must not push a value
+    # past +-1, the sensitivity the plan states
+    U = np.clip((np.clip(values, lower, upper) - center) / half, -1.0, 1.0)
     return {"sum": U.sum(axis=0), "count": observed.sum(axis=0).astype(np.float64)}
 
 

@@ -47,7 +47,10 @@ def moment_statistics(X, lower, upper):
     ``sum(u**2 - 1/2)``.
     """
     center, half = (lower + upper) / 2, (upper - lower) / 2
-    U = (np.clip(np.asarray(X, dtype=np.float64), lower, upper) - center) / half
+    # clipped again after the affine map: its rounding must not push a value
+    # past +-1, the sensitivity the plan states
+    U = np.clip((np.clip(np.asarray(X, dtype=np.float64), lower, upper) - center) / half,
+                -1.0, 1.0)
     return {
         "count": np.array([float(U.shape[0])]),
         "sum": U.sum(axis=0),
