@@ -474,7 +474,10 @@ _DOC_PARAMS = """
         ``SPIDER_MIN_SAMPLES``). ``"dp_sgd"``: DP-SGD on the same dual
         objective.
     epsilon : float or None, default=1.0
-        Privacy budget; ``None`` trains without noise (reference).
+        Privacy budget; ``None`` trains without noise, for reference: the
+        per-sample gradients are still clipped (``max_grad_norm=np.inf``
+        turns that off) and the weights still capped, so it is the private
+        algorithm without noise, not plain DRO.
     delta : float, default=1e-5
     max_grad_norm : float, default=1.0 (classifier), 5.0 (regressor)
         Per-sample clipping bound ``C`` of the (unweighted) model gradients;
