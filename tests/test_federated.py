@@ -315,7 +315,8 @@ def test_same_fit_in_process_in_flower_simulation_and_in_a_flower_deployment():
 
         killer = threading.Thread(target=kill_after_two_rounds)
         killer.start()
-        with pytest.raises(FederatedError, match=r"silo '1' .*did not answer round \d+"):
+        # the killed silo is named (on a loaded machine a slow one may be too)
+        with pytest.raises(FederatedError, match=r"silo .*'1' .*did not answer round \d+"):
             federation.fit(long, classes=[0, 1], groups=[0, 1], n_features=X.shape[1],
                            round_timeout=8.0)
         killer.join()
