@@ -726,14 +726,18 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         group_codes = getattr(fit, "group_codes", None)
         n_groups = 1 if self.groups_ is None or group_codes is None else len(self.groups_)
         groups = np.zeros(len(y_codes), np.int64) if n_groups == 1 else group_codes
-        proba = self._proba_from_scores(self._decision(X))
+        with np.errstate(invalid="ignore", over="ignore"):
+            proba = self._proba_from_scores(self._decision(X))
+        # an extreme record's overflowing scores must not reach the release
+        proba = np.where(np.isfinite(proba), proba, 1.0 / n_classes)
         predicted = proba.argmax(1)
         cells = (groups * n_classes + y_codes) * n_classes + predicted
         counts = np.bincount(cells, minlength=n_groups * n_classes * n_classes)
         p_true = proba[np.arange(len(y_codes)), y_codes]
         bound = _CHECK_LOSS_BOUND
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             losses = np.minimum(-np.log(np.maximum(p_true, 0.0)), bound) / bound
+        losses = np.nan_to_num(losses, nan=1.0, posinf=1.0)
         values = np.concatenate([counts.astype(np.float64), [losses.sum()]])
         std = None
         if report.private and "model_check" in report.noise:

@@ -171,3 +171,17 @@ def test_silo_rejects_features_beyond_float32_up_front():
         FermiSilo(X, y, g)
     with pytest.raises(ValueError, match="too large for torch.float32"):
         DPFERMIClassifier().fit(X, y, sensitive_features=g)
+
+
+@pytest.mark.parametrize("kind", ["huge", "mixed"])
+@pytest.mark.parametrize("hidden", [(), (8,)])
+def test_multiclass_check_survives_one_extreme_record(kind, hidden):
+    """The private check of the returned model reads the training records
+    again: an extreme one must not turn its release into NaN."""
+    X, y, _, _ = _data()
+    y3 = y + (X[:, 2] > 0.5)
+    clean = DPSGDClassifier(max_steps=60, hidden_layer_sizes=hidden, random_state=0).fit(X, y3)
+    extreme = DPSGDClassifier(max_steps=60, hidden_layer_sizes=hidden, random_state=0).fit(
+        _with_extreme(X, kind), y3)
+    _assert_same_finiteness(clean, extreme)
+    assert np.isfinite(extreme.prediction_counts_).all() and np.isfinite(extreme.check_log_loss_)
