@@ -1,8 +1,13 @@
 """Sphinx configuration for the skdp documentation."""
 
+import os
 import re
 
 import skdp
+
+# The HTML diagrams of estimators in the gallery link to the API pages of
+# this build (skdp._doc_link): the gallery's pages sit one level below.
+os.environ.setdefault("SKDP_DOCS_URL", "..")
 
 project = "skdp"
 author = "skdp developers"

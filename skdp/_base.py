@@ -11,6 +11,7 @@ import time
 import warnings
 from dataclasses import replace
 from numbers import Integral, Real
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -21,12 +22,27 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import softmax
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
 
+from ._calibration import calibration_counts, fit_score_map
+from ._doc_link import DocLinkMixin
 from ._groups import _is_dataframe, encode_groups, select_columns
 from ._training import training_threads
 from .models import make_backend, make_mlp
-from .privacy import ACCOUNTANTS, NEIGHBORING, InitialRelease, SecureGenerator, gaussian_noise
+from .privacy import (
+    ACCOUNTANTS,
+    NEIGHBORING,
+    InitialRelease,
+    SecureGenerator,
+    balanced_class_weights,
+    compose_reports,
+    gaussian_noise,
+    record_weight_factors,
+)
 
 
 def split_sensitive_columns(X, sensitive_columns):
@@ -65,7 +81,7 @@ def split_sensitive_columns(X, sensitive_columns):
 _PREDICT_BLOCK = 4096
 
 
-class PrivateFitMixin:
+class PrivateFitMixin(DocLinkMixin):
     """The privacy side of every skdp ``fit``: the randomness of the fit,
     spending a release plan under ``(epsilon, delta)`` and storing its
     report. Shared by the estimators (:class:`BaseDPEstimator`) and the
@@ -218,6 +234,8 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         "secure_rng": ["boolean"],
         "device": [str, torch.device],
         "verbose": ["verbose"],
+        "max_sample_weight": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
     }
 
     # ------------------------------------------------------------------ fit
@@ -371,15 +389,21 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
            ``fit_time_["calibration"]`` (hook; default :meth:`_spend`);
         4. ``X`` to a tensor in :attr:`_training_dtype` on the device, and
            the model, ``self._make_backend(X_t, n_outputs, seed)`` (building
-           it draws nothing from the generator);
+           it draws nothing from the generator), with the record weights of
+           ``fit.sample_weight`` and ``class_weight`` (:meth:`_weigh_records`;
+           ``class_weight="balanced"`` draws the noise of its class counts);
         5. ``self._targets(report, generator, device, X_t, fit)``: the
            per-sample targets (hook; may draw the noise of one-off
-           releases, e.g. a private target scale);
+           releases, e.g. a private target scale), then, with
+           ``warm_start``, the previous fit's parameters
+           (:meth:`_load_previous`);
         6. ``self._train(backend, targets, report, generator, fit)`` under
            the thread policy, timed as ``fit_time_["training"]`` (hook);
         7. ``self._store_model(backend, result)``, the report, and
            ``self._store_fitted(report, result, fit)`` (hook: the
-           estimator's own fitted attributes).
+           estimator's own fitted attributes); with ``warm_start``, the
+           report composed with the previous fit's
+           (:meth:`_compose_with_previous`).
 
         Parameters
         ----------
@@ -394,22 +418,28 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         self
         """
         generator, seed, device = self._make_generator()
-        plan = self._plan(X, fit, generator)
-        check = self._model_check_release()
-        if check is not None:
-            plan = replace(plan, initial=plan.initial + (check,))
+        plan = self._with_class_counts(self._plan(X, fit, generator))
+        after = tuple(release for release in (self._score_calibration_release(),
+                                              self._model_check_release())
+                      if release is not None)
+        if after:
+            plan = replace(plan, initial=plan.initial + after)
         report, calibration_time = self._timed(self._calibrate, plan, fit)
         X_t = self._to_tensor(X, device, dtype=self._training_dtype)
         backend = self._make_backend(X_t, getattr(fit, "n_outputs", None)
                                      or self._n_model_outputs(), seed)
+        self._weigh_records(backend, fit, report, generator, X_t)
         targets = self._targets(report, generator, device, X_t, fit)
+        self._load_previous(backend, fit)
         result = self._run_training(
             lambda: self._train(backend, targets, report, generator, fit), device,
             calibration_time,
         )
         self._store_model(backend, result)
+        self._calibrate_scores(X, report, generator, fit)
         self._store_privacy_report(report)
         self._store_fitted(report, result, fit)
+        self._compose_with_previous(getattr(fit, "previous", None))
         self._check_model(X, report, generator, fit)
         return self
 
@@ -442,9 +472,204 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         plan (hook; none by default, see :class:`BaseDPClassifier`)."""
         return None
 
+    def _score_calibration_release(self):
+        """The accounted release that calibrates the trained model's scores,
+        added to the plan (hook; none by default, see
+        :class:`BaseDPClassifier`)."""
+        return None
+
+    def _calibrate_scores(self, X, report, generator, fit):
+        """Calibrate the trained model with the release of
+        :meth:`_score_calibration_release` (hook; nothing by default)."""
+
     def _check_model(self, X, report, generator, fit):
         """Check the returned model with the release of
         :meth:`_model_check_release` (hook; nothing by default)."""
+
+    # ------------------------------------- sample weights and warm start
+    def _validated_sample_weight(self, sample_weight, X, y_codes=None):
+        """``sample_weight`` validated and clipped to ``max_sample_weight``.
+
+        None stays None. Otherwise scikit-learn's ``_check_sample_weight``:
+        one finite, non-negative weight per row of ``X``, not all zero (each
+        error names ``sample_weight``); with ``y_codes`` (classifiers), at
+        least two classes must keep a positive weight. Weights above
+        ``max_sample_weight`` are clipped to it, with a UserWarning that
+        says so but not how many: the warning depends on the weights, so it
+        is a non-private diagnostic for whoever runs ``fit`` (the data
+        owner); it is emitted before training and nothing of it reaches the
+        fitted estimator (see :ref:`privacy-sample-weights`).
+        """
+        if sample_weight is None:
+            return None
+        weights = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                       ensure_non_negative=True, copy=True)
+        bound = float(self.max_sample_weight)
+        if (weights > bound).any():
+            warnings.warn(
+                f"Some sample weights exceed max_sample_weight={bound:g}; they were clipped "
+                "to it. Raise max_sample_weight to the largest weight you need (the privacy "
+                "guarantee does not depend on it: each record's contribution is scaled by "
+                "weight / max_sample_weight), or rescale the weights.",
+                UserWarning,
+            )
+            weights = np.minimum(weights, bound)
+        if y_codes is not None:
+            kept = np.unique(y_codes[weights > 0])
+            if kept.size < 2:
+                raise ValueError(
+                    f"sample_weight is zero for every sample but those of one class "
+                    f"({self.classes_[kept[0]]!r}); {type(self).__name__} needs samples of "
+                    "at least 2 classes with positive weight."
+                )
+        return weights
+
+    def _weigh_records(self, backend, fit, report, generator, X_t):
+        """Set ``fit.record_weights``: the factor of each record, or None.
+
+        The factor is ``min(w_i, max_sample_weight) / max_sample_weight``
+        (:func:`~skdp.privacy.record_weight_factors`; ``w_i = 1`` without
+        ``sample_weight``) times the record's class factor
+        (:meth:`_class_factors`). It multiplies each record's clipped
+        contribution, so no sensitivity changes. The backend (when there is
+        one) applies it to every clipped gradient sum. None -- the
+        unweighted code path, bit for bit -- without ``sample_weight`` and
+        ``class_weight`` at ``max_sample_weight=1``.
+        """
+        weights = getattr(fit, "sample_weight", None)
+        classes = self._class_factors(fit, report, generator)
+        bound = float(getattr(self, "max_sample_weight", 1.0))
+        fit.record_weights = None
+        if weights is None and classes is None and bound == 1.0:
+            return
+        values = torch.ones(X_t.shape[0], dtype=torch.float64)
+        if weights is not None:
+            values = torch.as_tensor(weights, dtype=torch.float64)
+        factors = record_weight_factors(values, bound)
+        if classes is not None:
+            factors = factors * torch.as_tensor(classes[fit.y_codes], dtype=torch.float64)
+        fit.record_weights = factors.to(device=X_t.device, dtype=X_t.dtype)
+        if backend is not None:
+            backend.record_weights = fit.record_weights
+
+    def _with_class_counts(self, plan):
+        """``plan`` with the release of :meth:`_class_count_release`, if any."""
+        release = self._class_count_release()
+        if release is None:
+            return plan
+        return replace(plan, initial=plan.initial + (release,))
+
+    def _class_count_release(self):
+        """The accounted release of the class counts of
+        ``class_weight="balanced"`` (hook; none by default, see
+        :class:`BaseDPClassifier`)."""
+
+    def _class_factors(self, fit, report, generator):
+        """Per-class weight factors in (0, 1], or None (hook; none by
+        default, see :class:`BaseDPClassifier`)."""
+
+    def _previous_fit(self):
+        """What ``warm_start=True`` continues from, or None.
+
+        None unless ``warm_start`` is set and the estimator is fitted;
+        otherwise a snapshot of the fitted parameters and privacy report,
+        and of the attributes that validating the new data overwrites (put
+        back by :meth:`_check_warm_start` when the data does not match).
+        """
+        if not getattr(self, "warm_start", False) or not hasattr(self, "privacy_report_"):
+            return None
+        keep = ("n_features_in_", "feature_names_in_", "classes_", "groups_")
+        report = self.privacy_report_
+        return SimpleNamespace(
+            report=report,
+            # a model released outside the accountant (epsilon_ inf) is not private
+            private=report.private and math.isfinite(self.epsilon_),
+            coef=None if getattr(self, "coef_", None) is None else np.array(self.coef_),
+            intercept=(None if getattr(self, "intercept_", None) is None
+                       else np.array(self.intercept_)),
+            module_state=getattr(self, "module_state_", None),
+            attributes={k: getattr(self, k) for k in keep if hasattr(self, k)},
+        )
+
+    def _check_warm_start(self, previous):
+        """A ValueError when the new data does not continue ``previous``:
+        other features (count) or other classes. The previous fitted
+        attributes are put back first, so the fitted estimator stays usable."""
+        if previous is None:
+            return
+        before = previous.attributes
+        problem = None
+        if self.n_features_in_ != before["n_features_in_"]:
+            problem = (f"X has {self.n_features_in_} features, but {type(self).__name__} was "
+                       f"fitted with {before['n_features_in_']} features")
+        elif "classes_" in before and not np.array_equal(
+                np.asarray(getattr(self, "classes_", [])), np.asarray(before["classes_"])):
+            problem = (f"y has the classes {list(self.classes_)}, but {type(self).__name__} "
+                       f"was fitted with the classes {list(before['classes_'])}")
+        if problem is None:
+            return
+        for name in ("feature_names_in_", "classes_", "groups_"):
+            self.__dict__.pop(name, None)
+        self.__dict__.update(before)
+        raise ValueError(
+            f"warm_start=True continues the previous fit, so the data must match it: "
+            f"{problem}. Use warm_start=False (or a fresh estimator) to train on this data."
+        )
+
+    def _load_previous(self, backend, fit):
+        """With ``warm_start``, put the previous fit's parameters into the
+        model (or, without a backend, into ``fit.initial_weights``) so that
+        training continues from them. Only the model parameters carry over:
+        an algorithm's other state (dual variables, optimizer moments) starts
+        afresh."""
+        previous = getattr(fit, "previous", None)
+        fit.initial_weights = None
+        if previous is None:
+            return
+        linear = previous.module_state is None
+        if linear != self._is_linear:
+            raise ValueError(
+                "warm_start=True continues the previous model, but it was "
+                f"{'linear' if linear else 'a torch module'} and the parameters now ask for "
+                f"{'a linear model' if self._is_linear else 'a torch module'}; keep "
+                "hidden_layer_sizes and module, or use warm_start=False."
+            )
+        if linear:
+            weights = self._linear_weights(previous.coef, previous.intercept)
+            if backend is None:
+                fit.initial_weights = weights
+                return
+            with torch.no_grad():
+                backend.weights.copy_(torch.as_tensor(weights, dtype=backend.weights.dtype))
+            return
+        state = {k: torch.as_tensor(v) for k, v in previous.module_state.items()}
+        try:
+            backend.module.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(
+                f"warm_start=True cannot load the previous module's parameters ({exc}); keep "
+                "hidden_layer_sizes and module, or use warm_start=False."
+            ) from exc
+
+    def _linear_weights(self, coef, intercept):
+        """The backend's weight matrix (bias last) of ``coef_`` and
+        ``intercept_``: the inverse of ``_set_linear_params`` (subclasses)."""
+        raise NotImplementedError
+
+    def _compose_with_previous(self, previous):
+        """With ``warm_start``, the fitted privacy attributes of both fits
+        together (:func:`~skdp.privacy.compose_reports`): ``dp_event_`` the
+        composition of the previous and the new event, ``epsilon_`` the
+        accountant's for it. Composition assumes the worst case, that both
+        fits saw the same records."""
+        if previous is None:
+            return
+        report = self.privacy_report_
+        outside = report.private and not math.isfinite(self.epsilon_)
+        earlier = previous.report if previous.private else replace(previous.report, dp_event=None)
+        self._store_privacy_report(compose_reports(earlier, report), delta=self.delta_)
+        if outside:  # the new model was chosen outside the accountant
+            self.epsilon_ = np.inf
 
     def _run_training(self, train, device, calibration_time):
         """Call ``train()`` under :meth:`_training_threads`; set ``fit_time_``.
@@ -596,6 +821,8 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         **BaseDPEstimator._parameter_constraints,
         "sensitive_columns": [str, Integral, list, tuple, None],
         "sensitive_groups": ["array-like", None],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "calibration": [StrOptions({"auto"}), None],
     }
 
     # ------------------------------------------------------------------ fit
@@ -645,6 +872,74 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
             intercept = intercept[1:] - intercept[:1]
         self.coef_, self.intercept_ = coef, intercept
 
+    def _linear_weights(self, coef, intercept):
+        """Softmax weights (bias last) with the logits of ``coef_`` and
+        ``intercept_``; a binary model puts them on the second logit (the
+        two-logit softmax only sees the difference)."""
+        coef = np.atleast_2d(np.asarray(coef, dtype=np.float64))
+        intercept = np.atleast_1d(np.asarray(intercept, dtype=np.float64))
+        weights = np.column_stack([coef, intercept])
+        if len(self.classes_) == 2:
+            weights = np.vstack([np.zeros_like(weights), weights])
+        return weights
+
+    # ------------------------------------------------------- class weights
+    def _class_count_release(self):
+        """``class_weight="balanced"``: one Gaussian release of the class
+        counts before training (a record adds 1 to one count: l2
+        sensitivity 1), with :data:`_CLASS_COUNT_SHARE` of the budget (GDP
+        ``mu^2``); None otherwise or without privacy."""
+        if self.epsilon is None or not _is_balanced(getattr(self, "class_weight", None)):
+            return None
+        return InitialRelease("class_counts", sensitivity=1.0, budget_share=_CLASS_COUNT_SHARE)
+
+    def _class_factors(self, fit, report, generator):
+        """Each class's weight over the largest class weight, in (0, 1], or
+        None without ``class_weight``; sets ``class_weight_``.
+
+        A dict is public; ``"balanced"`` is ``n / (n_classes * count_c)``
+        from the noisy class counts of :meth:`_class_count_release` (exact
+        without privacy; :func:`~skdp.privacy.balanced_class_weights`:
+        floored at one record, within a factor 100 of the largest).
+        ``class_weight_`` is the factors times ``max_sample_weight``: the
+        largest class weight is the bound, so sensitivities do not change.
+        """
+        class_weight = getattr(self, "class_weight", None)
+        self.class_weight_ = None
+        if class_weight is None:
+            return None
+        n_classes = len(self.classes_)
+        if _is_balanced(class_weight):
+            counts = np.bincount(fit.y_codes, minlength=n_classes).astype(np.float64)
+            if report.private and "class_counts" in report.noise:
+                noise = gaussian_noise(torch.zeros(n_classes, dtype=torch.float64),
+                                       report.scale("class_counts"), generator)
+                counts = counts + noise.cpu().numpy()
+            weights = balanced_class_weights(counts)
+        else:
+            weights = self._class_weight_dict(class_weight)
+        factors = weights / weights.max()
+        self.class_weight_ = float(getattr(self, "max_sample_weight", 1.0)) * factors
+        return factors
+
+    def _class_weight_dict(self, class_weight):
+        """The weights of a ``class_weight`` dict in ``classes_`` order (1
+        for a class it leaves out)."""
+        unknown = [label for label in class_weight if label not in set(self.classes_.tolist())]
+        if unknown:
+            raise ValueError(
+                f"class_weight names the classes {unknown[:10]}, which are not in y (classes "
+                f"{list(self.classes_)[:10]})."
+            )
+        weights = np.array([class_weight.get(label, 1.0) for label in self.classes_.tolist()],
+                           dtype=np.float64)
+        if not np.all(np.isfinite(weights)) or (weights < 0).any() or not (weights > 0).any():
+            raise ValueError(
+                "class_weight must map classes to finite, non-negative weights, at least one "
+                f"positive; got {class_weight!r}."
+            )
+        return weights
+
     # -------------------------------------------------------------- predict
     def _raw_logits(self, X):
         if self.module_state_ is None:
@@ -671,7 +966,10 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         if len(self.classes_) == 2:
             if scores.shape[1] == 2:
                 scores = scores[:, 1:] - scores[:, :1]
-            return scores[:, 0]
+            scores = scores[:, 0]
+            score_map = getattr(self, "_module_score_map", None)
+            if score_map is not None:
+                scores = score_map[0] * scores + score_map[1]
         return scores
 
     @staticmethod
@@ -695,6 +993,52 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(int)]
         return self.classes_[np.argmax(scores, axis=1)]
+
+    # ------------------------------------------------ score calibration
+    #: Private calibration of a binary model's scores after training:
+    #: ``"platt"`` (scale and shift), ``"temperature"`` (scale only, which
+    #: keeps every prediction) or None. See :mod:`skdp._calibration`.
+    _score_calibration = "platt"
+
+    def _score_calibration_release(self):
+        """One Gaussian release after training of the counts of (score bin,
+        true class) of the trained model (:mod:`skdp._calibration`): a record
+        adds 1 to one count, l2 sensitivity 1. It spends
+        :data:`_CALIBRATION_SHARE` of the budget; None without privacy, for
+        multiclass problems, with ``calibration=None``, or when the estimator
+        does not calibrate."""
+        if (self.epsilon is None or self._score_calibration is None
+                or getattr(self, "calibration", "auto") is None or len(self.classes_) != 2):
+            return None
+        return InitialRelease("score_calibration", sensitivity=1.0,
+                              budget_share=_CALIBRATION_SHARE)
+
+    def _calibrate_scores(self, X, report, generator, fit):
+        """Map the trained model's scores ``s`` to ``scale * s + shift``
+        fitted on the noisy release (post-processing); linear models take the
+        map into ``coef_`` and ``intercept_``. Sets ``score_calibration_``,
+        the ``(scale, shift)`` applied, or None."""
+        self.score_calibration_ = None
+        self._module_score_map = None
+        if not (report.private and "score_calibration" in report.noise):
+            return
+        with np.errstate(invalid="ignore", over="ignore"):
+            scores = self._decision(X)
+        weights = getattr(fit, "record_weights", None)
+        if weights is not None:  # calibrate the weighted problem the model was trained on
+            weights = weights.detach().cpu().numpy()
+        counts = calibration_counts(scores, fit.y_codes, weights)
+        std = report.scale("score_calibration")
+        noise = gaussian_noise(torch.zeros(counts.size, dtype=torch.float64), std, generator)
+        counts = counts + noise.cpu().numpy().reshape(counts.shape)
+        scale, shift = fit_score_map(counts, std,
+                                     temperature_only=self._score_calibration == "temperature")
+        if self.module_state_ is None:
+            self.coef_ = scale * self.coef_
+            self.intercept_ = scale * self.intercept_ + shift
+        else:
+            self._module_score_map = (scale, shift)
+        self.score_calibration_ = (scale, shift)
 
     # ------------------------------------------------------ model check
     def _model_check_release(self):
@@ -800,6 +1144,15 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         return tags
 
 
+#: Share of the budget (GDP ``mu^2``) of the noisy class counts of
+#: ``class_weight="balanced"`` (:meth:`BaseDPClassifier._class_count_release`).
+_CLASS_COUNT_SHARE = 0.02
+
+
+def _is_balanced(class_weight):
+    return isinstance(class_weight, str) and class_weight == "balanced"
+
+
 #: Share of the budget (GDP ``mu^2``) of the private check of a fitted
 #: classifier (:meth:`BaseDPClassifier._model_check_release`).
 _CHECK_SHARE = 0.02
@@ -809,6 +1162,9 @@ _CHECK_LOSS_BOUND = 10.0
 #: (by one standard deviation of the check's noise) is reported as (nearly)
 #: constant.
 _CONSTANT_MINORITY = 0.02
+#: Share of the budget (GDP ``mu^2``) of the private calibration of a binary
+#: classifier's scores (:meth:`BaseDPClassifier._score_calibration_release`).
+_CALIBRATION_SHARE = 0.1
 
 
 #: Exponents k of the log2 bins ``[2**(k-1), 2**k)`` of |y| in the private
@@ -936,6 +1292,13 @@ class BaseDPRegressor(RegressorMixin, BaseDPEstimator):
     def _set_linear_params(self, weights):
         self.coef_ = weights[0, :-1] * self.y_scale_
         self.intercept_ = float(weights[0, -1] * self.y_scale_ + self.y_offset_)
+
+    def _linear_weights(self, coef, intercept):
+        """The weights (bias last) of ``coef_`` and ``intercept_`` on the
+        scaled targets of this fit (``y_scale_`` and ``y_offset_``)."""
+        coef = np.asarray(coef, dtype=np.float64).reshape(-1) / self.y_scale_
+        bias = (float(np.asarray(intercept).reshape(-1)[0]) - self.y_offset_) / self.y_scale_
+        return np.concatenate([coef, [bias]])[None, :]
 
     # -------------------------------------------------------------- predict
     def predict(self, X):

@@ -25,10 +25,12 @@ def test_privacy_report_matches_fresh_accountant(data):
     assert fresh.compose(clf.dp_event_).get_epsilon(clf.delta_) == clf.epsilon_
     default = pld.PLDAccountant().compose(clf.dp_event_).get_epsilon(clf.delta_)
     assert default <= clf.epsilon_ <= default * 1.002
-    # the one-off check of the returned model, then the training steps
-    check, training = clf.dp_event_.events
-    assert check.noise_multiplier == pytest.approx(
-        clf.privacy_report_.noise["model_check"].multiplier)
+    # the one-off calibration and check of the returned model (one joint
+    # Gaussian release), then the training steps
+    initial, training = clf.dp_event_.events
+    noise = clf.privacy_report_.noise
+    assert initial.noise_multiplier == pytest.approx(sum(
+        noise[name].multiplier ** -2 for name in ("score_calibration", "model_check")) ** -0.5)
     assert training.count == clf.n_steps_
     assert training.event.sampling_probability == pytest.approx(128 / 3000)
     assert training.event.event.noise_multiplier == clf.noise_multiplier_
@@ -383,7 +385,7 @@ def test_default_noise_is_not_replayable_by_numpy_seed():
     fits = []
     for _ in range(2):
         np.random.seed(0)
-        fits.append(DPSGDClassifier(max_steps=30).fit(X, y).coef_)
+        fits.append(DPSGDClassifier(max_steps=30, calibration=None).fit(X, y).coef_)
     assert not np.array_equal(fits[0], fits[1])
     seeded = [DPSGDClassifier(max_steps=30, random_state=3).fit(X, y).coef_ for _ in range(2)]
     np.testing.assert_array_equal(seeded[0], seeded[1])
@@ -427,9 +429,11 @@ def test_alpha_is_post_processing(data):
     """The penalty changes the model but not the privacy: same noise, same
     event, and it shrinks the weights (not the intercept)."""
     X, y = data
-    plain = DPSGDClassifier(epsilon=1.0, batch_size=128, max_epochs=3, random_state=0).fit(X, y)
+    # (without the calibration after training, which rescales the weights)
+    plain = DPSGDClassifier(epsilon=1.0, batch_size=128, max_epochs=3, random_state=0,
+                            calibration=None).fit(X, y)
     ridge = DPSGDClassifier(
-        epsilon=1.0, batch_size=128, max_epochs=3, alpha=1.0, random_state=0
+        epsilon=1.0, batch_size=128, max_epochs=3, alpha=1.0, random_state=0, calibration=None
     ).fit(X, y)
     assert ridge.noise_multiplier_ == plain.noise_multiplier_
     assert ridge.epsilon_ == plain.epsilon_

@@ -78,6 +78,8 @@ class _DPBilevelMixin:
         "random_state": ["random_state"],
         "device": [str, torch.device],
         "verbose": ["verbose"],
+        "max_sample_weight": [Interval(Real, 0, None, closed="neither")],
+        "warm_start": ["boolean"],
     }
 
     # the estimator shell's parameters that the shared base reads
@@ -253,7 +255,8 @@ class _DPBilevelMixin:
         """Run the tuner and set the fitted attributes.
 
         ``make_targets(report, generator, device)`` returns the targets,
-        shape (n, k) (it may draw the noise of one-off releases).
+        shape (n, k) (it may draw the noise of one-off releases); ``labels``
+        also carry ``sample_weight`` and ``previous`` (the warm start).
         """
         self._check_tuner_params()
         fit = SimpleNamespace(make_targets=make_targets, n_outputs=n_outputs,
@@ -310,6 +313,8 @@ class _DPBilevelMixin:
         exact = self.epsilon is None
         rows, device = fit.rows, fit.rows.device
         train, mixed = self._problems(rows, targets, fit.mask, device)
+        # sample weights (factors in [0, 1], or None) weigh every record in both
+        train.record_weights = mixed.record_weights = fit.record_weights
         reg = self._regularizer()
         train_solver = InnerSolver(train, fit.settings["train"], generator, exact, reg)
         mixed_solver = InnerSolver(mixed, fit.settings["mixed"], generator, exact, reg)
@@ -325,6 +330,8 @@ class _DPBilevelMixin:
         )
         theta0 = torch.zeros((fit.n_outputs, rows.shape[1] + 1), dtype=torch.float64,
                              device=device)
+        if fit.initial_weights is not None:  # warm_start: the previous model
+            theta0 = torch.as_tensor(fit.initial_weights, dtype=torch.float64, device=device)
         history = run_bilevel(train_solver, mixed_solver,
                               {k: noise[k] for k in ("train", "mixed")}, config, generator,
                               theta0)
@@ -334,7 +341,7 @@ class _DPBilevelMixin:
         if "refit" in fit.settings:
             everything = Problem(torch.cat([rows, torch.ones_like(rows[:, :1])], 1),
                                  torch.cat([targets, torch.ones_like(targets[:, :1])], 1),
-                                 self._loss_kind, "refit")
+                                 self._loss_kind, "refit", record_weights=fit.record_weights)
             refit = InnerSolver(everything, fit.settings["refit"], generator, exact, reg)
             weights = refit.solve(omega, weights, report.multiplier("refit"))
             noise["refit"] = report.multiplier("refit")
@@ -426,6 +433,52 @@ _PARAMS_DOC = """
     max_grad_norm : float, default=1.0
         Clipping bound on each record's (weighted) gradient, or the Lipschitz
         bound of output perturbation.
+    class_weight : dict, "balanced" or None, default=None
+        (:class:`DPBilevelLogisticRegression` only.) Class weights, multiplied
+        with ``sample_weight``. Only their ratios matter: they are divided by
+        the largest, so the most heavily weighted class keeps the full
+        per-record bound ``max_sample_weight`` (``class_weight_`` holds the
+        result). A dict (label -> weight; a class it leaves out gets 1) is
+        public and costs nothing. ``"balanced"`` weighs class c by ``n_samples
+        / (n_classes * count_c)`` with the counts from one Gaussian release (2
+        % of the budget, in GDP ``mu^2``, accounted in ``dp_event_`` as
+        ``"class_counts"``); noisy counts are floored at 1 and every weight is
+        kept within a factor 100 of the largest.
+    max_sample_weight : float, default=1.0
+        Public bound on the weights of ``fit(sample_weight=...)``; larger
+        weights are clipped to it (with a warning). Each record's clipped
+        gradient -- and every other clipped per-record term of the algorithm
+        -- is multiplied by ``w_i / max_sample_weight``, in [0, 1], *after*
+        clipping, so one record still moves every released sum by at most its
+        sensitivity: the noise, ``epsilon_`` and ``dp_event_`` do not depend
+        on the weights, and Poisson sampling stays per record. A record of
+        weight 1 counts ``1 / max_sample_weight`` of a full record, so keep
+        the bound at the largest weight you need (without ``sample_weight``
+        every record has weight 1). The tuner weighs every record's loss term
+        in both inner problems (the training loss, and for validation records
+        the validation loss) and in the refit: the private solvers multiply
+        each record's clipped gradient by ``w / max_sample_weight``, the exact
+        and output-perturbation solves its loss (their sensitivities use the
+        unweighted bound). See :ref:`privacy-sample-weights`.
+    calibration : {"auto"} or None, default="auto" (classifier)
+        Private calibration of the predicted probabilities after training
+        (binary problems). ``"auto"`` maps each score ``s`` to ``scale * s + shift`` (Platt scaling) fitted on one accounted release of the
+        counts of (score bin, true class) of the trained model (10 % of the
+        budget, in ``dp_event_`` as ``"score_calibration"``; see
+        :ref:`privacy-after-training`); ``score_calibration_`` holds the
+        ``(scale, shift)`` applied. None keeps the trained scores and leaves
+        that share to training.
+    warm_start : bool, default=False
+        With True, ``fit`` on a fitted estimator starts from its parameters
+        (``coef_`` and ``intercept_``) instead of a fresh model; ``X`` must
+        have as many features (and ``y`` the same classes). The new fit spends
+        its own budget; ``dp_event_`` becomes the composition of the previous
+        and the new events, and ``epsilon_`` and ``privacy_report_`` the
+        accountant's for it. Composition assumes the worst case, that both
+        fits saw the same records. Only the model carries over: the outer
+        loop's state does not (omega starts again at ``omega_init``, with a
+        fresh step size); the first inner solves start from the previous
+        model.
     accountant : {"pld", "rdp"}, default="pld"
     neighboring : {"add_remove", "replace"}, default="add_remove"
     random_state : int, RandomState instance or None, default=None
@@ -460,6 +513,9 @@ _ATTRS_DOC = """
     validation_size_ : int
     n_iter_ : int
     fit_time_ : dict
+    class_weight_ : ndarray of shape (n_classes,) or None
+        (:class:`DPBilevelLogisticRegression`.) The class weights applied
+        (``class_weight`` over its largest, times ``max_sample_weight``).
 """
 
 
@@ -516,7 +572,8 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
                  outer_lr="auto", n_outer_iter=8,
                  outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
                  max_grad_norm=1.0, accountant="pld", neighboring="add_remove", y_bounds=None,
-                 random_state=None, device="cpu", verbose=0):
+                 random_state=None, device="cpu", verbose=0, max_sample_weight=1.0,
+                 warm_start=False):
         self.epsilon = epsilon
         self.delta = delta
         self.validation_fraction = validation_fraction
@@ -538,11 +595,13 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.max_sample_weight = max_sample_weight
+        self.warm_start = warm_start
 
     # routing on: a validation mask is routed by default
     __metadata_request__fit = {"validation_mask": True}
 
-    def fit(self, X, y, *, validation_mask=None):
+    def fit(self, X, y, *, validation_mask=None, sample_weight=None):
         """Tune omega and fit the private model at it.
 
         Parameters
@@ -552,19 +611,28 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
         validation_mask : array-like of bool, shape (n_samples,), default=None
             Rows of the validation part (public); overrides
             ``validation_fraction``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each record (None: all 1), clipped to
+            ``max_sample_weight``; it scales the record's clipped contribution,
+            so the privacy guarantee does not change. With metadata routing on,
+            request it with ``set_fit_request(sample_weight=True)``.
 
         Returns
         -------
         self : DPBilevelRidge
         """
         self._validate_params()
+        previous = self._previous_fit()
         X, y = self._validate_regression_data(X, y)
+        self._check_warm_start(previous)
+        sample_weight = self._validated_sample_weight(sample_weight, X)
 
         def targets(report, generator, device):
             scaled = self._scale_targets(y, report, generator, device)
             return torch.as_tensor(scaled, dtype=torch.float64)[:, None]
 
-        return self._tune(X, targets, 1, validation_mask)
+        return self._tune(X, targets, 1, validation_mask, sample_weight=sample_weight,
+                          previous=previous)
 
     def _initial_releases(self):
         release = self._target_release()
@@ -612,14 +680,20 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     sensitive_columns = None
     sensitive_groups = None
 
-    _parameter_constraints = dict(_DPBilevelMixin._bilevel_constraints)
+    _parameter_constraints = {
+        **_DPBilevelMixin._bilevel_constraints,
+        "class_weight": BaseDPClassifier._parameter_constraints["class_weight"],
+        "calibration": BaseDPClassifier._parameter_constraints["calibration"],
+    }
 
     def __init__(self, *, epsilon=1.0, delta=1e-5, validation_fraction=0.2, omega_init=1e-2,
                  omega_bounds=(1e-6, 1e2), regularizer="l2", l1_smoothing=0.01, penalty="auto",
                  outer_lr="auto", n_outer_iter=8,
                  outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
                  max_grad_norm=1.0, accountant="pld", neighboring="add_remove",
-                 random_state=None, device="cpu", verbose=0):
+                 random_state=None, device="cpu", verbose=0, class_weight=None,
+                 max_sample_weight=1.0, warm_start=False,
+                 calibration="auto"):
         self.epsilon = epsilon
         self.delta = delta
         self.validation_fraction = validation_fraction
@@ -640,8 +714,12 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.class_weight = class_weight
+        self.max_sample_weight = max_sample_weight
+        self.warm_start = warm_start
+        self.calibration = calibration
 
-    def fit(self, X, y, *, validation_mask=None):
+    def fit(self, X, y, *, validation_mask=None, sample_weight=None):
         """Tune omega and fit the private model at it.
 
         Parameters
@@ -651,16 +729,25 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         validation_mask : array-like of bool, shape (n_samples,), default=None
             Rows of the validation part (public); overrides
             ``validation_fraction``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each record (None: all 1), clipped to
+            ``max_sample_weight``; it scales the record's clipped contribution,
+            so the privacy guarantee does not change. With metadata routing on,
+            request it with ``set_fit_request(sample_weight=True)``.
 
         Returns
         -------
         self : DPBilevelLogisticRegression
         """
         self._validate_params()
+        previous = self._previous_fit()
         X, y_codes, _ = self._validate_training_data(X, y, None)
+        self._check_warm_start(previous)
+        sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
 
         def onehot(report, generator, device):
             codes = torch.as_tensor(y_codes, device=device)
             return torch.nn.functional.one_hot(codes, len(self.classes_)).double()
 
-        return self._tune(X, onehot, len(self.classes_), validation_mask, y_codes=y_codes)
+        return self._tune(X, onehot, len(self.classes_), validation_mask, y_codes=y_codes,
+                          sample_weight=sample_weight, previous=previous)

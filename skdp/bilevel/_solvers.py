@@ -99,7 +99,14 @@ def regularizer(weights, spec=L2):
 @dataclass
 class Problem:
     """One inner problem: rows (bias column appended), targets with the
-    per-record weight as last column, and the base loss kind."""
+    per-record weight as last column, and the base loss kind.
+
+    ``record_weights`` are the sample-weight factors in [0, 1] of the rows
+    (None: unweighted). The private solvers multiply each record's clipped
+    gradient by them (the backend's ``record_weights``); the exact solves
+    multiply its loss. ``max_weight`` (the sensitivity's factor) reads the
+    unweighted column, a public bound on the weighted one.
+    """
 
     rows: torch.Tensor
     targets: torch.Tensor
@@ -107,6 +114,14 @@ class Problem:
     name: str
     omega_factor: float = 1.0
     normal_equations: tuple = None
+    record_weights: torch.Tensor = None
+
+    def loss_weights(self):
+        """Each record's weight in the exact solves' mean loss."""
+        weights = self.targets[:, -1].double()
+        if self.record_weights is None:
+            return weights
+        return weights * self.record_weights.double()
 
     @property
     def n(self):
@@ -149,7 +164,7 @@ def exact_solve(problem, omega, theta0, *, huber=False, penalize_intercept=False
         norms = rows.norm(dim=1, keepdim=True).clamp_min(1e-12)
         rows = rows * (row_bound / norms).clamp(max=1.0)
     targets = problem.targets[:, :-1].double()
-    weights = problem.targets[:, -1].double()
+    weights = problem.loss_weights()
     n, width = rows.shape
     mask = torch.ones(width, dtype=torch.float64)
     if not penalize_intercept:
@@ -253,6 +268,7 @@ class InnerSolver:
         if not exact and settings.kind in ("dp_sgd", "dp_loc_gd"):
             n_out = problem.targets.shape[1] - 1
             self.backend = LinearBackend(problem.rows[:, :-1], n_out)
+            self.backend.record_weights = problem.record_weights
             self.head = problem.head()
 
     # -------------------------------------------------------- privacy

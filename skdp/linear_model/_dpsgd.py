@@ -27,7 +27,9 @@ class _DPSGDMixin:
         targets of ``head`` as a float tensor of shape (n_samples,
         ``self._n_model_outputs()``) (it may draw the noise of the plan's
         initial releases). ``labels`` (classifiers: ``y_codes`` and
-        ``group_codes``) serve the check of the returned model.
+        ``group_codes``) serve the check of the returned model;
+        ``sample_weight`` and ``previous`` (:meth:`_previous_fit`) the
+        weights and the warm start.
         """
         return self._fit_private(
             X, SimpleNamespace(make_targets=make_targets, head=head, **labels))
@@ -161,6 +163,44 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         its order in every fit and CV fold, and groups outside it are an
         error. When None, the groups are those seen in ``fit`` and
         ``groups_`` is treated as public.
+    class_weight : dict, "balanced" or None, default=None
+        Class weights, multiplied with ``sample_weight``. Only their ratios
+        matter: they are divided by the largest, so the most heavily weighted
+        class keeps the full per-record bound ``max_sample_weight``
+        (``class_weight_`` holds the result). A dict (label -> weight; a class
+        it leaves out gets 1) is public and costs nothing. ``"balanced"`` weighs
+        class c by ``n_samples / (n_classes * count_c)`` with the counts from
+        one Gaussian release (2 % of the budget, in GDP ``mu^2``, accounted in
+        ``dp_event_`` as ``"class_counts"``); noisy counts are floored at 1 and
+        every weight is kept within a factor 100 of the largest.
+    max_sample_weight : float, default=1.0
+        Public bound on the weights of ``fit(sample_weight=...)``; larger
+        weights are clipped to it (with a warning). Each record's clipped
+        gradient -- and every other clipped per-record term of the algorithm --
+        is multiplied by ``w_i / max_sample_weight``, in [0, 1], *after*
+        clipping, so one record still moves every released sum by at most its
+        sensitivity: the noise, ``epsilon_`` and ``dp_event_`` do not depend on
+        the weights, and Poisson sampling stays per record. A record of weight
+        1 counts ``1 / max_sample_weight`` of a full record, so keep the bound
+        at the largest weight you need (without ``sample_weight`` every record
+        has weight 1). See :ref:`privacy-sample-weights`.
+    calibration : {"auto"} or None, default="auto"
+        Private calibration of the predicted probabilities after training
+        (binary problems). ``"auto"`` maps each score ``s`` to ``scale * s + shift`` (Platt scaling) fitted on one accounted release of the
+        counts of (score bin, true class) of the trained model (10 % of the
+        budget, in ``dp_event_`` as ``"score_calibration"``; see
+        :ref:`privacy-after-training`); ``score_calibration_`` holds the
+        ``(scale, shift)`` applied. None keeps the trained scores and leaves
+        that share to training.
+    warm_start : bool, default=False
+        With True, ``fit`` on a fitted estimator starts from its parameters
+        (``coef_`` and ``intercept_``, or the module's state) instead of a
+        fresh model; ``X`` must have as many features (and ``y`` the same
+        classes). The new fit spends its own budget;
+        ``dp_event_`` becomes the composition of the previous and the new
+        events, and ``epsilon_`` and ``privacy_report_`` the accountant's for
+        it. Composition assumes the worst case, that both fits saw the same
+        records. The optimizer (momentum, averaging) starts afresh.
     random_state : int, RandomState instance or None, default=None
         ``None`` (the default, and the setting for deployment): Poisson
         sampling and noise come from the operating system's cryptographically
@@ -220,6 +260,10 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         ``batch_size`` unless ``sample_rate`` was given).
     fit_time_ : dict
         Seconds spent in ``"calibration"`` and ``"training"``.
+    class_weight_ : ndarray of shape (n_classes,) or None
+        The class weights applied (``class_weight`` over its largest, times
+        ``max_sample_weight``); for ``"balanced"`` a function of the noisy
+        class counts. None without ``class_weight``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -283,6 +327,10 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         secure_rng=False,
         device="cpu",
         verbose=0,
+        class_weight=None,
+        max_sample_weight=1.0,
+        warm_start=False,
+        calibration="auto",
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -307,8 +355,12 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
+        self.class_weight = class_weight
+        self.max_sample_weight = max_sample_weight
+        self.warm_start = warm_start
+        self.calibration = calibration
 
-    def fit(self, X, y, *, sensitive_features=None):
+    def fit(self, X, y, *, sensitive_features=None, sample_weight=None):
         """Train under the (epsilon, delta) budget.
 
         Parameters
@@ -321,18 +373,27 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
             Accepted so that the estimator fits in the same pipelines and
             searches as the fairness estimators; stored as ``groups_`` but not
             used in training.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each record (None: all 1), clipped to
+            ``max_sample_weight``; it scales the record's clipped contribution,
+            so the privacy guarantee does not change. With metadata routing on,
+            request it with ``set_fit_request(sample_weight=True)``.
 
         Returns
         -------
         self : DPSGDClassifier
         """
         self._validate_params()
+        previous = self._previous_fit()
         X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        self._check_warm_start(previous)
+        sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
 
         def onehot(report, generator, device):
             codes = torch.as_tensor(y_codes, device=device)
             return torch.nn.functional.one_hot(codes, len(self.classes_)).to(torch.float32)
 
         return self._fit_dpsgd(X, onehot, CrossEntropyHead(), y_codes=y_codes,
-                               group_codes=group_codes)
+                               group_codes=group_codes, sample_weight=sample_weight,
+                               previous=previous)
 

@@ -84,6 +84,28 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         row; overrides ``hidden_layer_sizes``. Must not use BatchNorm.
     y_bounds : tuple (low, high) or None, default=None
         Public bounds on the target (see **Targets** above).
+    max_sample_weight : float, default=1.0
+        Public bound on the weights of ``fit(sample_weight=...)``; larger
+        weights are clipped to it (with a warning). Each record's clipped
+        gradient -- and every other clipped per-record term of the algorithm
+        -- is multiplied by ``w_i / max_sample_weight``, in [0, 1], *after*
+        clipping, so one record still moves every released sum by at most its
+        sensitivity: the noise, ``epsilon_`` and ``dp_event_`` do not depend
+        on the weights, and Poisson sampling stays per record. A record of
+        weight 1 counts ``1 / max_sample_weight`` of a full record, so keep
+        the bound at the largest weight you need (without ``sample_weight``
+        every record has weight 1). See :ref:`privacy-sample-weights`.
+    warm_start : bool, default=False
+        With True, ``fit`` on a fitted estimator starts from its parameters
+        (``coef_`` and ``intercept_``, or the module's state) instead of a
+        fresh model; ``X`` must have as many features. The new fit spends its
+        own budget; ``dp_event_`` becomes the composition of the previous and
+        the new events, and ``epsilon_`` and ``privacy_report_`` the
+        accountant's for it. Composition assumes the worst case, that both
+        fits saw the same records. The optimizer starts afresh. With
+        ``y_bounds=None`` the new fit releases its own target scale: a linear
+        model is converted to it exactly, a module continues in its outputs'
+        old units (give ``y_bounds`` to keep them equal).
     random_state : int, RandomState instance or None, default=None
         ``None``: sampling and noise from the operating system's secure
         generator (the setting for deployment). An int seeds a torch
@@ -174,6 +196,8 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         secure_rng=False,
         device="cpu",
         verbose=0,
+        max_sample_weight=1.0,
+        warm_start=False,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -196,8 +220,10 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
+        self.max_sample_weight = max_sample_weight
+        self.warm_start = warm_start
 
-    def fit(self, X, y):
+    def fit(self, X, y, *, sample_weight=None):
         """Train under the (epsilon, delta) budget.
 
         Parameters
@@ -206,19 +232,28 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
             Numeric features.
         y : array-like of shape (n_samples,)
             Finite real targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each record (None: all 1), clipped to
+            ``max_sample_weight``; it scales the record's clipped contribution,
+            so the privacy guarantee does not change. With metadata routing on,
+            request it with ``set_fit_request(sample_weight=True)``.
 
         Returns
         -------
         self : DPSGDRegressor
         """
         self._validate_params()
+        previous = self._previous_fit()
         X, y = self._validate_regression_data(X, y)
+        self._check_warm_start(previous)
+        sample_weight = self._validated_sample_weight(sample_weight, X)
 
         def targets(report, generator, device):
             scaled = self._scale_targets(y, report, generator, device)
             return torch.as_tensor(scaled, dtype=torch.float32, device=device)[:, None]
 
-        return self._fit_dpsgd(X, targets, SquaredLossHead())
+        return self._fit_dpsgd(X, targets, SquaredLossHead(), sample_weight=sample_weight,
+                               previous=previous)
 
     def _initial_releases(self):
         release = self._target_release()

@@ -71,6 +71,7 @@ from sklearn.utils.validation import (
     indexable,
 )
 
+from .._doc_link import DocLinkMixin
 from ..privacy import (
     PrivacyBudgetError,
     gdp_epsilon,
@@ -372,7 +373,7 @@ class _Refit:
     mu: float
 
 
-class BasePrivateSearchCV(MetaEstimatorMixin, BaseEstimator):
+class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     """Shared machinery of the private searches; see :class:`PrivateGridSearchCV`."""
 
     _parameter_constraints = {

@@ -57,11 +57,13 @@ from ._plan import (
     PrivacyReport,
     Release,
     ReleasePlan,
+    compose_reports,
     silo_summary,
 )
 from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
 from ._sampling import PoissonSampler, bernoulli_split
 from ._spent import spent
+from ._weights import balanced_class_weights, record_weight_factors, weigh
 
 __all__ = [
     "BatchReleases",
@@ -70,6 +72,7 @@ __all__ = [
     "PrivacyReport",
     "Release",
     "ReleasePlan",
+    "compose_reports",
     "silo_summary",
     "NoiseStream",
     "PoissonSampler",
@@ -84,6 +87,9 @@ __all__ = [
     "clipped_linear_sum",
     "clipped_module_diff_sum",
     "clipped_module_sum",
+    "balanced_class_weights",
+    "record_weight_factors",
+    "weigh",
     "gaussian_noise",
     "laplace_noise",
     "ACCOUNTANTS",

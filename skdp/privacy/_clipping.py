@@ -14,6 +14,10 @@ Two paths give the same result on a linear model:
 
 Both clip the *whole* per-sample gradient (all parameters together) to
 ``max_norm``, so one record moves the sum by at most ``max_norm``.
+
+Sample weights multiply a record's contribution *after* it is clipped
+(:func:`weighted_clipped_module_sum`; the closed form and the backends in
+:mod:`skdp.models` do the same, see :mod:`skdp.privacy._weights`).
 """
 
 import torch

@@ -562,6 +562,49 @@ def _fmt(value):
     return f"{value:.4g}"
 
 
+def compose_reports(earlier, later):
+    """The report of a fit ``later`` that continued ``earlier`` (a warm start).
+
+    Both fits may have seen the same records, so the guarantee is the
+    sequential composition of their mechanisms, in the worst case (same
+    data): the event is ``ComposedDpEvent([earlier.dp_event,
+    later.dp_event])`` and epsilon the accountant's (``later.accountant``)
+    for it at ``later.delta``. The earlier event counts as a one-off release
+    before the later fit's steps, so :meth:`PrivacyReport.epsilon_after` and
+    :meth:`PrivacyReport.privacy_curve` include it. The noise, steps and
+    rates are the later fit's. When either fit was not private, neither is
+    the result (epsilon inf, no event).
+
+    Parameters
+    ----------
+    earlier, later : PrivacyReport
+
+    Returns
+    -------
+    PrivacyReport
+
+    Examples
+    --------
+    >>> from skdp.privacy import BatchReleases, Release, ReleasePlan, compose_reports
+    >>> from skdp.privacy import compute_epsilon
+    >>> plan = ReleasePlan(BatchReleases([Release("gradient")], steps=100, sampling_rate=0.01))
+    >>> one = plan.calibrate(1.0, 1e-5)
+    >>> two = compose_reports(one, one)
+    >>> bool(two.epsilon > one.epsilon)
+    True
+    >>> two.epsilon == compute_epsilon(two.dp_event, 1e-5)
+    True
+    """
+    if not (earlier.private and later.private):
+        return replace(later, epsilon=np.inf, dp_event=None, initial_event=None)
+    event = dpa.ComposedDpEvent([earlier.dp_event, later.dp_event])
+    prefix = earlier.dp_event
+    if later.initial_event is not None:
+        prefix = dpa.ComposedDpEvent([earlier.dp_event, later.initial_event])
+    return replace(later, epsilon=compute_epsilon(event, later.delta, later.accountant),
+                   dp_event=event, initial_event=prefix)
+
+
 def _compose(initial_event, step_events, steps):
     events = [dpa.SelfComposedDpEvent(e, int(t)) for e, t in zip(step_events, steps) if t > 0]
     if not events and initial_event is None:

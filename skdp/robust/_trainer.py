@@ -30,6 +30,14 @@ weights ``exp((lt - B)/lam)`` are at most 1 (``W = 1``).
   ``x`` and in the dual variables (``eta``, and ``lam`` for the constrained
   KL form ``lam mean(exp((lt - eta)/lam) - 1) + eta + lam rho``).
 
+Sample weights (the backend's ``record_weights``, factors ``a_i`` in
+[0, 1]) weigh the empirical distribution: every per-record term -- the x
+statistic (``a_i w_i clip(grad l_i, C)``: the backend folds ``a_i`` into
+the DRO weight) and each clipped scalar statistic -- is multiplied by
+``a_i`` after it is bounded, so no sensitivity changes. Sums are still
+divided by the public expected batch sizes, so weights below 1 also scale
+the steps by their mean.
+
 Every released statistic is a clipped per-sample sum plus Gaussian noise of
 standard deviation ``multiplier * clip``; anchors on one Poisson batch every
 ``epoch_size`` steps, differences on a smaller one in between (each record's
@@ -46,7 +54,7 @@ import numpy as np
 import torch
 
 from .._training import make_optimizer
-from ..privacy import NoiseStream, PoissonSampler
+from ..privacy import NoiseStream, PoissonSampler, weigh
 from ..privacy._clipping import clip_factors
 
 #: Largest per-sample weight handed to float32 gradient code: clip(w g, C)
@@ -110,6 +118,10 @@ class _Problem:
         losses = self.loss.losses_t(outputs_t, *targets_t).double()
         bound = self.config.loss_bound
         return losses.nan_to_num_(nan=bound, posinf=bound).clamp_(0.0, bound)
+
+    def record_weights(self, idx):
+        """The sample-weight factors of the rows ``idx`` (None: unweighted)."""
+        return self.backend.batch_weights(idx)
 
     def weights_t(self, weights):
         """Per-sample weights in the model's precision, shape (batch,)."""
@@ -263,10 +275,11 @@ def train_double_spider(backend, loss, targets, config, generator):
         idx = next(anchors) if anchor else next(diffs)
         batch, out_t, tgt = problem.batch(idx)
         lt = problem.capped_losses(out_t, tgt)
+        a = problem.record_weights(idx)
         unit_x, unit_s = units.draw() if private else (None, None)
         if anchor:
             w = div.weight((lt - eta) / lam)
-            stat = _clip_scalar(1.0 - w, c_eta).sum()
+            stat = weigh(_clip_scalar(1.0 - w, c_eta), a).sum()
             if private:
                 stat = stat + unit_s[0] * noise["eta_anchor"] * c_eta
             g = stat / n_anchor_exp
@@ -281,8 +294,8 @@ def train_double_spider(backend, loss, targets, config, generator):
                                                           device=device))
             w = div.weight((lt - eta) / lam)
             w_prev = div.weight((prev_lt - eta_prev) / lam)
-            d = _clip_scalar(_clip_scalar(1.0 - w, c_eta) - _clip_scalar(1.0 - w_prev, c_eta),
-                             clip_eta).sum()
+            d = weigh(_clip_scalar(_clip_scalar(1.0 - w, c_eta) - _clip_scalar(1.0 - w_prev, c_eta),
+                                   clip_eta), a).sum()
             if private:
                 d = d + unit_s[0] * noise["eta_diff"] * clip_eta
             g = g + d / n_diff_exp
@@ -361,11 +374,12 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
         batch, out_t, tgt = problem.batch(idx)
         lt = problem.capped_losses(out_t, tgt)
         gt = torch.exp((lt - B) / lam)
+        a = problem.record_weights(idx)
         unit_x, unit_s = units.draw() if private else (None, None)
         if anchor:
             sums = problem.grad_sum(idx, batch, out_t, tgt, gt, c_x)
-            s_sum = gt.sum()
-            u_sum = _clip_scalar((B - lt) * gt, c_u).sum()
+            s_sum = weigh(gt, a).sum()
+            u_sum = weigh(_clip_scalar((B - lt) * gt, c_u), a).sum()
             if private:
                 _add_noise(sums, unit_x, noise["v_anchor"] * c_x)
                 s_sum = s_sum + unit_s[0] * noise["s_anchor"]
@@ -388,7 +402,8 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
             # beta + (1 - beta) clip_s in size
             clip_s = (clip_t / lam).clamp(max=1.0)
             s_sens = beta_s + (1.0 - beta_s) * clip_s
-            s_sum = (beta_s * gt + (1.0 - beta_s) * _clip_scalar(gt - gt_prev, clip_s)).sum()
+            s_sum = weigh(beta_s * gt + (1.0 - beta_s) * _clip_scalar(gt - gt_prev, clip_s),
+                          a).sum()
             if private:
                 _add_noise(sums, unit_x, (noise["v_diff"] * clip_x).to(problem.dtype))
                 s_sum = s_sum + unit_s[0] * noise["s_diff"] * s_sens
@@ -397,8 +412,9 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
             s = s_sum / n_diff_exp + (1.0 - beta_s) * s
             if constrained:
                 clip_u = clip_t.clamp(max=2.0 * c_u)
-                du = _clip_scalar(_clip_scalar((B - lt) * gt, c_u)
-                                  - _clip_scalar((B - prev_lt) * gt_prev, c_u), clip_u).sum()
+                du = weigh(_clip_scalar(_clip_scalar((B - lt) * gt, c_u)
+                                        - _clip_scalar((B - prev_lt) * gt_prev, c_u), clip_u),
+                           a).sum()
                 if private:
                     du = du + unit_s[1] * noise["u_diff"] * clip_u
                 u = u + du / n_diff_exp
@@ -460,14 +476,15 @@ def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
         r = (lt - eta) / lam
         w = div.weight(r)
         sums = problem.grad_sum(idx, batch, out_t, tgt, w, c_x)
+        a = problem.record_weights(idx)
         d_eta = 1.0 - w
         if constrained:
             d_lam = div.conjugate(r) - r * w  # + rho, public, added after
             norms = torch.sqrt(d_eta.square() + d_lam.square())
-            factors = clip_factors(norms.square(), c_d).double()
+            factors = weigh(clip_factors(norms.square(), c_d).double(), a)
             g_eta, g_lam = (d_eta * factors).sum(), (d_lam * factors).sum()
         else:
-            g_eta, g_lam = _clip_scalar(d_eta, c_d).sum(), torch.zeros_like(eta)
+            g_eta, g_lam = weigh(_clip_scalar(d_eta, c_d), a).sum(), torch.zeros_like(eta)
         if private:
             unit_x, unit_s = units.draw()
             _add_noise(sums, unit_x, noise["x_grad"] * W * c_x)

@@ -1,19 +1,21 @@
 """DPFERMIClassifier: DP-FERMI / SteFFLe behind a scikit-learn interface."""
 
 import warnings
+from dataclasses import replace
 from numbers import Integral, Real
+from types import SimpleNamespace
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..._base import BaseDPClassifier, split_sensitive_columns
+from ..._base import BaseDPClassifier, _is_balanced, split_sensitive_columns
 from ..._groups import _is_dataframe, encode_groups, select_columns
-from ...privacy import silo_summary
+from ...privacy import compose_reports, silo_summary
 from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
 from ._server import FermiRun, LocalSilos, engine, train_on_silos
 from ._trainer import SCHEDULES
-from .protocol import CHECK_LOSS_BOUND, PRIVACY_UNITS
+from .protocol import CHECK_LOSS_BOUND, PRIVACY_UNITS, PROTOCOL
 
 #: Engines that move the silos' messages (see :ref:`federated`).
 ENGINES = ("inprocess", "flower-simulation")
@@ -179,6 +181,47 @@ class DPFERMIClassifier(BaseDPClassifier):
         silo's own copy of its rows), for results bit-identical to the Flower
         engines on the same machine (batched results equal them up to float
         rounding; see :ref:`privacy-reproducibility`).
+    class_weight : dict, "balanced" or None, default=None
+        Class weights, multiplied with ``sample_weight``. Only their ratios
+        matter: they are divided by the largest, so the most heavily weighted
+        class keeps the full per-record bound ``max_sample_weight``
+        (``class_weight_`` holds the result). A dict (label -> weight; a class
+        it leaves out gets 1) is public and costs nothing. ``"balanced"``
+        weighs class c by ``n_samples / (n_classes * count_c)`` with the
+        counts from one Gaussian release (2 % of the budget, in GDP ``mu^2``,
+        accounted in ``dp_event_`` as ``"class_counts"``); noisy counts are
+        floored at 1 and every weight is kept within a factor 100 of the
+        largest. With ``"balanced"`` each silo releases its own noisy class
+        counts (``privacy_unit="sensitive_attribute"``: exact, the labels are
+        public there) and the server sums them.
+    max_sample_weight : float, default=1.0
+        Public bound on the weights of ``fit(sample_weight=...)``; larger
+        weights are clipped to it (with a warning). Each record's clipped
+        gradient -- and every other clipped per-record term of the algorithm
+        -- is multiplied by ``w_i / max_sample_weight``, in [0, 1], *after*
+        clipping, so one record still moves every released sum by at most its
+        sensitivity: the noise, ``epsilon_`` and ``dp_event_`` do not depend
+        on the weights, and Poisson sampling stays per record. A record of
+        weight 1 counts ``1 / max_sample_weight`` of a full record, so keep
+        the bound at the largest weight you need (without ``sample_weight``
+        every record has weight 1). DP-FERMI weighs every per-record term: the
+        clipped model gradient (loss and ERMI terms), the clipped W-gradient,
+        the monitoring terms and the group counts behind private priors.
+        Weights need ``engine="inprocess"``: the federated engines raise a
+        ValueError (a remote silo would have to weigh its own records, which
+        the protocol does not carry). See :ref:`privacy-sample-weights`.
+    warm_start : bool, default=False
+        With True, ``fit`` on a fitted estimator starts from its parameters
+        (``coef_`` and ``intercept_``, or the module's state) instead of a
+        fresh model; ``X`` must have as many features (and ``y`` the same
+        classes). The new fit spends its own budget; ``dp_event_`` becomes the
+        composition of the previous and the new events, and ``epsilon_`` and
+        ``privacy_report_`` the accountant's for it. Composition assumes the
+        worst case, that both fits saw the same records. With several silos
+        the silos must be the same, and each silo's ``silo_dp_events_`` entry
+        is composed with its previous one. Only the model carries over: ``W``
+        and the optimizer start afresh. It works with every engine (the
+        server's model starts from the previous one).
     random_state : int, RandomState instance or None, default=None
         Seeds model initialization and each silo's sampling and noise: round
         ``r`` of silo ``j`` draws from a generator seeded from ``(seed, j,
@@ -251,6 +294,10 @@ class DPFERMIClassifier(BaseDPClassifier):
         ``"clipped_fraction"``, all from the silos' noisy monitoring
         releases (accounted); ``"w_norm"`` (Frobenius norm of ``W``) and
         ``"learning_rate"``, post-processing.
+    class_weight_ : ndarray of shape (n_classes,) or None
+        The class weights applied (``class_weight`` over its largest, times
+        ``max_sample_weight``); for ``"balanced"`` a function of the noisy
+        class counts. None without ``class_weight``.
     fit_time_ : dict
         Seconds spent in ``"calibration"`` and ``"training"``.
     n_features_in_ : int
@@ -289,6 +336,9 @@ class DPFERMIClassifier(BaseDPClassifier):
 
     # routing on: fit asks for the groups and the silos by default
     __metadata_request__fit = {"sensitive_features": True, "silo_ids": True}
+
+    # trained by its own protocol (silos), without the calibration release
+    _score_calibration = None
 
     _parameter_constraints = {
         **{
@@ -347,6 +397,9 @@ class DPFERMIClassifier(BaseDPClassifier):
         secure_rng=False,
         device="cpu",
         verbose=0,
+        class_weight=None,
+        max_sample_weight=1.0,
+        warm_start=False,
     ):
         self.fairness = fairness
         self.lam = lam
@@ -381,9 +434,12 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
+        self.class_weight = class_weight
+        self.max_sample_weight = max_sample_weight
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y, *, sensitive_features=None, silo_ids=None):
+    def fit(self, X, y, *, sensitive_features=None, silo_ids=None, sample_weight=None):
         """Train under each silo's (epsilon, delta) budget.
 
         Parameters
@@ -399,6 +455,12 @@ class DPFERMIClassifier(BaseDPClassifier):
             Silo of each record (any labels). ``None`` takes them from
             ``silo_column``; if that is None too, all records are in one silo
             (centralized DP-FERMI).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each record (None: all 1), clipped to
+            ``max_sample_weight``; it scales the record's clipped contribution,
+            so the privacy guarantee does not change. With metadata routing on,
+            request it with ``set_fit_request(sample_weight=True)``.
+            Needs ``engine="inprocess"``.
 
         Returns
         -------
@@ -406,8 +468,12 @@ class DPFERMIClassifier(BaseDPClassifier):
         """
         self._validate_params()
         self._check_engine()
+        previous = self._previous_fit()
         X, from_column = self._pop_silo_column(X)
         X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        self._check_warm_start(previous)
+        sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
+        self._check_engine_weights(sample_weight)
         n = X.shape[0]
         n_classes = len(self.classes_)
         group_codes, n_groups = self._check_groups(group_codes, n)
@@ -416,21 +482,28 @@ class DPFERMIClassifier(BaseDPClassifier):
         silo_codes, y_codes, group_codes, X = (
             silo_codes[order], y_codes[order], group_codes[order], X[order]
         )
+        if sample_weight is not None:
+            sample_weight = sample_weight[order]
+        self._check_warm_silos(previous)
         sizes = np.bincount(silo_codes, minlength=self.n_silos_)
         self._warn_single_group_silos(group_codes, silo_codes, n_groups)
-        run, make_backend, device = self._prepare_run()
+        run, make_backend, device = self._prepare_run(previous)
         if self.engine == "inprocess":
             batched = (self.engine_options or {}).get("batched", True)
-            transport = LocalSilos(self._to_tensor(X, device), y_codes, group_codes, sizes,
-                                   self.fairness, n_classes, n_groups, device, batched)
-            return self._store_fit(train_on_silos(run, transport, make_backend, device))
+            X_t = self._to_tensor(X, device)
+            weights = SimpleNamespace(sample_weight=sample_weight, y_codes=y_codes)
+            self._weigh_records(None, weights, None, None, X_t)
+            transport = LocalSilos(X_t, y_codes, group_codes, sizes, self.fairness, n_classes,
+                                   n_groups, device, batched, weights=weights.record_weights)
+            return self._store_fit(train_on_silos(run, transport, make_backend, device),
+                                   previous)
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         data = [
             (X[a:b], y_codes[a:b], group_codes[a:b]) for a, b in zip(bounds[:-1], bounds[1:])
         ]
         fit = engine(self.engine)(run, data, make_backend, device, module=self.module,
                                   options=self.engine_options)
-        return self._store_fit(fit)
+        return self._store_fit(fit, previous)
 
     def fit_silos(self, transport, *, classes, groups=None, n_features):
         """Train on remote silos reached through ``transport``, given only
@@ -458,6 +531,8 @@ class DPFERMIClassifier(BaseDPClassifier):
         """
         self._validate_params()
         self._check_engine()
+        self._check_engine_weights(None)
+        previous = self._previous_fit()
         self.classes_ = np.asarray(classes)
         if len(self.classes_) < 2:
             raise ValueError(f"classes must list at least two labels; got {list(classes)}.")
@@ -465,8 +540,10 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.n_features_in_ = int(n_features)
         self.silos_ = np.asarray(transport.names)
         self.n_silos_ = len(transport.names)
-        run, make_backend, device = self._prepare_run()
-        return self._store_fit(train_on_silos(run, transport, make_backend, device))
+        self._check_warm_start(previous)
+        self._check_warm_silos(previous)
+        run, make_backend, device = self._prepare_run(previous)
+        return self._store_fit(train_on_silos(run, transport, make_backend, device), previous)
 
     def _check_engine(self):
         if self.engine != "inprocess" and self.noise_calibration == "paper":
@@ -476,11 +553,54 @@ class DPFERMIClassifier(BaseDPClassifier):
                 "against; use engine='inprocess' to reproduce the paper."
             )
 
-    def _prepare_run(self):
+    def _check_engine_weights(self, sample_weight):
+        """Weights need the in-process engine (a ValueError naming the engine)."""
+        weighted = (sample_weight is not None or self.class_weight is not None
+                    or self.max_sample_weight != 1.0)
+        if weighted and self.engine != "inprocess":
+            raise ValueError(
+                f"engine={self.engine!r} cannot weigh records: sample_weight, class_weight and "
+                "max_sample_weight != 1 need engine='inprocess' (a federated silo would have "
+                f"to weigh its own records, which the protocol {PROTOCOL} does not carry)."
+            )
+
+    def _previous_fit(self):
+        previous = super()._previous_fit()
+        if previous is not None:
+            previous.silos = np.asarray(self.silos_)
+            previous.silo_reports = list(self.silo_privacy_reports_)
+        return previous
+
+    def _check_warm_silos(self, previous):
+        """``warm_start`` composes each silo's events with its previous ones,
+        so the silos must be those of the previous fit."""
+        if previous is None or np.array_equal(previous.silos, self.silos_):
+            return
+        silos = np.asarray(self.silos_).tolist()
+        self.__dict__.update(previous.attributes, silos_=previous.silos,
+                             n_silos_=len(previous.silos))
+        raise ValueError(
+            f"warm_start=True continues the previous fit, whose silos were "
+            f"{previous.silos.tolist()[:10]}; this fit has the silos {silos[:10]}. Each silo's "
+            "privacy loss is composed with its own, so the silos must be the same; use "
+            "warm_start=False to train on other silos."
+        )
+
+    def _class_factors(self, fit, report, generator):
+        """Class factors of a ``class_weight`` dict; ``"balanced"`` is left to
+        the silos' noisy class counts (:func:`train_on_silos`)."""
+        if _is_balanced(self.class_weight):
+            self.class_weight_ = None
+            return None
+        return super()._class_factors(fit, report, generator)
+
+    def _prepare_run(self, previous=None):
         """The run's public settings, a backend factory and the device.
 
         Draws the seed of the fit (module initialisation, and the silos'
-        randomness when seeded) and validates public group priors.
+        randomness when seeded) and validates public group priors. With
+        ``previous`` (``warm_start``) the factory's model starts from the
+        previous fit's parameters.
         """
         n_classes = len(self.classes_)
         n_groups = 1 if self.groups_ is None else len(self.groups_)
@@ -506,15 +626,20 @@ class DPFERMIClassifier(BaseDPClassifier):
             averaging=self.averaging if self.return_iterate == "average" else 0.0,
             seed=silo_seed, silo_names=tuple(str(s) for s in self.silos_),
             verbose=self.verbose, min_group_share=float(self.min_group_share),
+            class_counts=_is_balanced(self.class_weight),
         )
 
         def make_backend(X_t, n_outputs):
-            return self._make_backend(X_t, n_outputs, seed)
+            backend = self._make_backend(X_t, n_outputs, seed)
+            self._load_previous(backend, SimpleNamespace(previous=previous))
+            return backend
 
         return run, make_backend, device
 
-    def _store_fit(self, fit):
-        """Fitted attributes from a :class:`~skdp.fairness.fermi.FermiFit`."""
+    def _store_fit(self, fit, previous=None):
+        """Fitted attributes from a :class:`~skdp.fairness.fermi.FermiFit`
+        (with ``previous``, each silo's report composed with its previous
+        one)."""
         self.silo_sizes_ = fit.sizes
         self.group_priors_ = fit.priors
         groups = np.asarray(self.groups_ if self.groups_ is not None else [None], dtype=object)
@@ -531,7 +656,12 @@ class DPFERMIClassifier(BaseDPClassifier):
             )
         self.w_radius_ = fit.w_radius
         self.w_clip_ = fit.w_clip
-        self._store_silo_reports(fit.reports)
+        self._store_silo_reports(fit.reports, previous)
+        self.class_weight_ = None
+        if self.class_weight is not None:
+            weights = (fit.class_weights if fit.class_weights is not None
+                       else self._class_weight_dict(self.class_weight))
+            self.class_weight_ = self.max_sample_weight * weights / weights.max()
         conditional = self.fairness == "equalized_odds"
         self.W_ = fit.W[0] if fit.W.shape[0] == 1 and not conditional else fit.W
         self.history_ = fit.history
@@ -705,9 +835,17 @@ class DPFERMIClassifier(BaseDPClassifier):
             )
         return row
 
-    def _store_silo_reports(self, reports):
+    def _store_silo_reports(self, reports, previous=None):
         """Per-silo privacy attributes from the reports of the noise that ran
-        (the accountant's figures), so ``epsilon_ == max(silo_epsilons_)``."""
+        (the accountant's figures), so ``epsilon_ == max(silo_epsilons_)``;
+        with ``previous`` (``warm_start``), each silo's report composed with
+        its previous one (:func:`~skdp.privacy.compose_reports`)."""
+        if previous is not None:
+            reports = [
+                compose_reports(earlier if previous.private else replace(earlier, dp_event=None),
+                                report)
+                for earlier, report in zip(previous.silo_reports, reports)
+            ]
         self.silo_privacy_reports_ = list(reports)
         self.silo_epsilons_ = np.array([r.epsilon for r in reports], dtype=np.float64)
         self.silo_dp_events_ = [r.dp_event for r in reports]

@@ -17,6 +17,10 @@ engine is :class:`LocalSilos` (below); the Flower engines and remote silos
 * ``check(backend, n_groups)``: each silo's noisy check of the returned
   model (``settings["model_check"]``), a list of vectors.
 
+The in-process engine also weighs records (``sample_weight``, and
+``class_weight`` through ``weigh_classes(factors)`` after the silos' noisy
+class counts, ``settings["class_counts"]``); the federated engines do not.
+
 Nothing here imports scikit-learn or Flower.
 """
 
@@ -31,7 +35,7 @@ import torch
 
 from ..._training import training_threads
 from ...models import LinearBackend
-from ...privacy import PrivacyBudgetError
+from ...privacy import PrivacyBudgetError, balanced_class_weights, gaussian_noise
 from ._ermi import default_w_radius, fairness_strata, record_cells, w_gradient_clip
 from ._trainer import (
     FermiConfig,
@@ -42,6 +46,7 @@ from ._trainer import (
     theorem_3_3_noise,
 )
 from .protocol import (
+    CLASS_COUNTS_ROUND,
     LOSS_BOUND,
     PROTOCOL,
     PSI_BOUND,
@@ -62,7 +67,9 @@ class FermiRun:
     groups)), or None for priors released privately by the silos.
     ``seed`` seeds the silos' randomness (None: each silo draws from the
     operating system). ``averaging`` is the fraction of final rounds whose
-    iterates are averaged (0: the last iterate).
+    iterates are averaged (0: the last iterate). ``class_counts``: the
+    silos release noisy class counts for ``class_weight="balanced"``
+    (in-process engine only).
     """
 
     epsilon: object
@@ -94,6 +101,7 @@ class FermiRun:
     verbose: int = 0
     model_check: bool = True
     min_group_share: float = 0.0
+    class_counts: bool = False
 
     @property
     def n_classes(self):
@@ -130,6 +138,7 @@ class FermiFit:
     check: np.ndarray = None
     check_std: float = None
     small_groups: tuple = ()
+    class_weights: np.ndarray = None
 
 
 def train_on_silos(run, transport, make_backend, device):
@@ -156,6 +165,11 @@ def train_on_silos(run, transport, make_backend, device):
     expected = expected_reports(settings, sizes)
     replies = transport.setup(settings)
     reports = checked_reports(run, settings, sizes, expected, replies)
+    class_weights = None
+    if run.class_counts:
+        counts = np.sum([np.asarray(r["class_counts"], dtype=np.float64) for r in replies], axis=0)
+        class_weights = balanced_class_weights(counts)
+        transport.weigh_classes(class_weights / class_weights.max())
     if run.public_priors is None:
         counts = np.stack([np.asarray(r["counts"], dtype=np.float64) for r in replies])
         floor = 1.0 if run.epsilon is not None else 1e-12
@@ -210,6 +224,7 @@ def train_on_silos(run, transport, make_backend, device):
         w_radius=w_radius, w_clip=w_clip, reports=reports, backend=backend, history=history,
         W=W, fit_time={"calibration": calibration_time, "training": training_time},
         check=check, check_std=check_std, small_groups=small_groups,
+        class_weights=class_weights,
     )
 
 
@@ -319,7 +334,7 @@ def silo_settings(run, rounds, rates):
         "psi_bound": PSI_BOUND,
         "seed": None if run.seed is None else int(run.seed),
         "model_check": bool(run.model_check),
-    }
+    } | ({"class_counts": True} if run.class_counts else {})
 
 
 def expected_reports(settings, sizes):
@@ -425,10 +440,13 @@ class LocalSilos:
     batched : bool, default=True
         One tensor pass for all silos (see
         :class:`~skdp.fairness.fermi._trainer.InProcessSilos`).
+    weights : tensor of shape (n,) or None
+        Sample-weight factors in [0, 1] of the rows (None: unweighted); the
+        class factors of :meth:`weigh_classes` multiply them.
     """
 
     def __init__(self, X_t, y_codes, group_codes, sizes, fairness, n_classes, n_groups,
-                 device, batched=True):
+                 device, batched=True, weights=None):
         self.X_t, self.y_codes = X_t, y_codes
         self.groups_t = torch.as_tensor(group_codes, dtype=torch.long, device=device)
         self.sizes = sizes
@@ -439,6 +457,8 @@ class LocalSilos:
         self.cells_t = torch.as_tensor(self.cells, dtype=torch.long, device=device)
         self.batched = batched
         self.randomness = None
+        self.weights = weights
+        self.n_classes = n_classes
 
     def setup(self, settings):
         reports = expected_reports(settings, np.asarray(self.sizes))
@@ -448,14 +468,41 @@ class LocalSilos:
         if settings["private_priors"]:
             std = reports[0].scale("group_counts")  # equal for every silo
             counts = silo_group_counts(self.cells_t, self.sizes, self.n_cells, std,
-                                       self.randomness).cpu().numpy()
-        return [{"report": r, "epsilon": r.epsilon, "counts": c} for r, c in zip(reports, counts)]
+                                       self.randomness, weights=self.weights).cpu().numpy()
+        replies = [{"report": r, "epsilon": r.epsilon, "counts": c}
+                   for r, c in zip(reports, counts)]
+        if settings.get("class_counts", False):
+            for reply, labels, rng in zip(replies, np.split(self.y_codes, np.cumsum(self.sizes)[:-1]),
+                                          self.randomness):
+                reply["class_counts"] = self._class_counts(labels, reply["report"], rng)
+        return replies
+
+    def _class_counts(self, labels, report, rng):
+        """One silo's class counts, with Gaussian noise of its report's
+        ``"class_counts"`` release (drawn at ``CLASS_COUNTS_ROUND``); exact
+        without privacy or when the labels are public (sensitive-attribute
+        unit)."""
+        counts = np.bincount(labels, minlength=self.n_classes).astype(np.float64)
+        if report.private and "class_counts" in report.noise:
+            noise = gaussian_noise(torch.zeros(self.n_classes, dtype=torch.float64),
+                                   report.scale("class_counts"), rng.at(CLASS_COUNTS_ROUND))
+            counts = counts + noise.cpu().numpy()
+        return counts
+
+    def weigh_classes(self, factors):
+        """Multiply each record's weight factor by its class's ``factors``
+        (in (0, 1]; post-processing of the noisy class counts)."""
+        classes = torch.as_tensor(np.asarray(factors)[self.y_codes], dtype=self.X_t.dtype,
+                                  device=self.device)
+        self.weights = classes if self.weights is None else self.weights * classes
 
     def backend(self, make_backend, n_features, n_classes, device):
         self.onehot = torch.nn.functional.one_hot(
             torch.as_tensor(self.y_codes, device=device), n_classes
         ).to(self.X_t.dtype)
-        return make_backend(self.X_t, n_classes)
+        backend = make_backend(self.X_t, n_classes)
+        backend.record_weights = self.weights
+        return backend
 
     def exchange(self, backend, config, priors):
         self.silos = InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,

@@ -13,6 +13,11 @@ The loop is split the way a federated deployment splits it:
 * :func:`server_step` -- the server's size-weighted average of the messages,
   a descent step on the model and a projected ascent step on ``W``.
 
+Sample weights (in process): the backend's ``record_weights`` (factors in
+[0, 1]) multiply every per-record term after it is bounded -- the clipped
+model gradient, the clipped W-gradient, the monitoring terms and the group
+counts -- so no sensitivity changes.
+
 Nothing here imports Flower or scikit-learn; noise scales come from the
 silos' release plans (:mod:`.protocol`).
 """
@@ -28,7 +33,7 @@ from torch.func import functional_call, grad, vmap
 
 from ..._training import TailAverage, make_optimizer, one_torch_thread
 from ...models._backends import LinearBackend, make_backend
-from ...privacy import PoissonSampler, clip_factors, gaussian_noise
+from ...privacy import PoissonSampler, clip_factors, gaussian_noise, weigh
 from ...privacy._random import normal_
 from ._ermi import project_frobenius, w_gradient_from_sums
 from .protocol import (
@@ -197,7 +202,7 @@ def silo_round_draws(generator, n_records, sampling_rate, noise_size, dtype):
 
 
 # ------------------------------------------------------------------ priors
-def silo_group_counts(cells, silo_sizes, n_cells, noise_std, randomness):
+def silo_group_counts(cells, silo_sizes, n_cells, noise_std, randomness, weights=None):
     """Each silo's histogram of records per cell, plus its own Gaussian noise.
 
     Parameters
@@ -211,14 +216,19 @@ def silo_group_counts(cells, silo_sizes, n_cells, noise_std, randomness):
         Standard deviation of the noise on each count (None: exact).
     randomness : list of SiloRandomness, one per silo
         Each silo draws its noise from its generator at ``PRIORS_ROUND``.
+    weights : tensor of shape (n,) or None
+        Sample-weight factors in [0, 1] (weighted counts: sensitivity 1
+        still); None counts records.
 
     Returns
     -------
     tensor of shape (n_silos, n_cells)
     """
     rows = []
-    for block, rng in zip(cells.split(list(silo_sizes)), randomness):
-        counts = torch.bincount(block, minlength=n_cells + 1)[:n_cells].to(torch.float64)
+    blocks = [None] * len(silo_sizes) if weights is None else weights.split(list(silo_sizes))
+    for block, rng, block_weights in zip(cells.split(list(silo_sizes)), randomness, blocks):
+        counts = torch.bincount(block, weights=block_weights,
+                                minlength=n_cells + 1)[:n_cells].to(torch.float64)
         if noise_std is not None:
             gen = rng.at(PRIORS_ROUND)
             counts = counts + gaussian_noise(counts, noise_std, gen).to(counts.device)
@@ -300,7 +310,7 @@ def _finite(values):
     return values.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
 
 
-def _linear_theta_sums(batch, sq_x, e_loss, e_psi, config, segments):
+def _linear_theta_sums(batch, sq_x, e_loss, e_psi, config, segments, weights=None):
     """Clipped per-silo model-gradient sums of a linear model (closed form).
 
     A record's gradient of a loss of the logits is ``e ⊗ x`` with ``e`` the
@@ -308,25 +318,29 @@ def _linear_theta_sums(batch, sq_x, e_loss, e_psi, config, segments):
     Returns ``(sums (N, l, d+1), squared norms of the clipped part (B,))``:
     of the whole gradient (``"record"``), of the psi part
     (``"sensitive_attribute"``, whose loss part is clipped on its own).
+    ``weights`` (sample-weight factors, or None) multiply the clipped
+    gradients.
     """
     lam, clip = config.lam, config.max_grad_norm
     if config.privacy_unit == "record":
         e = e_loss.add_(e_psi, alpha=lam) if lam else e_loss
         sq = (e * e).sum(0).mul_(sq_x)
-        scaled = _finite(e.mul_(clip_factors(sq, clip)))
+        scaled = _finite(e.mul_(weigh(clip_factors(sq, clip), weights)))
     else:
         sq = (e_psi * e_psi).sum(0).mul_(sq_x)
         sq_loss = (e_loss * e_loss).sum(0).mul_(sq_x)
-        scaled = _finite(e_loss.mul_(clip_factors(sq_loss, clip))).add_(
-            _finite(e_psi * clip_factors(sq, clip)), alpha=lam)
+        scaled = _finite(e_loss.mul_(weigh(clip_factors(sq_loss, clip), weights))).add_(
+            _finite(e_psi * weigh(clip_factors(sq, clip), weights)), alpha=lam)
     return _per_silo(scaled, segments, batch), sq
 
 
-def _module_theta_sums(module, names, batch, onehot, coef, config, silo_onehot_t):
+def _module_theta_sums(module, names, batch, onehot, coef, config, silo_onehot_t,
+                       weights=None):
     """Clipped per-silo model-gradient sums of any module (``torch.func``).
 
     Returns ``(sums: list of (N, *shape) aligned with names, squared norms
-    of the clipped part (B,))``.
+    of the clipped part (B,))``; ``weights`` (sample-weight factors, or
+    None) multiply the clipped gradients.
     """
     lam, clip = config.lam, config.max_grad_norm
     params = {name: p.detach() for name, p in module.named_parameters() if name in names}
@@ -355,7 +369,7 @@ def _module_theta_sums(module, names, batch, onehot, coef, config, silo_onehot_t
     per_sample = vmap(grad(clipped_fn), in_dims=in_dims)(params, batch, onehot, coef)
     sq = sum(g.flatten(1).square().sum(1) for g in per_sample.values())
     finite = torch.isfinite(sq)
-    weights_t = silo_t * clip_factors(sq, clip)
+    weights_t = silo_t * weigh(clip_factors(sq, clip), weights)
     sums = []
     for name in names:
         g = per_sample[name]
@@ -366,7 +380,7 @@ def _module_theta_sums(module, names, batch, onehot, coef, config, silo_onehot_t
         loss_grads = vmap(grad(loss_part), in_dims=in_dims)(params, batch, onehot, coef)
         sq_loss = sum(g.flatten(1).square().sum(1) for g in loss_grads.values())
         finite_loss = torch.isfinite(sq_loss)
-        loss_t = silo_t * clip_factors(sq_loss, clip)
+        loss_t = silo_t * weigh(clip_factors(sq_loss, clip), weights)
         sums = [
             torch.tensordot(
                 loss_t,
@@ -431,6 +445,7 @@ def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_
     # monitor terms are finite and bounded like everyone else's
     logits_t = logits_t.nan_to_num(nan=0.0)
     dtype = logits_t.dtype
+    record_weights = backend.batch_weights(idx)  # sample weights, or None
     records = data.records.index_select(1, idx)
     sq_x, inside, onehot_t = records[0], records[1], records[2:]
     cells = data.cells.index_select(0, idx)
@@ -444,18 +459,19 @@ def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_
 
     # model gradient: clipped per-record sums per silo
     if isinstance(backend, LinearBackend):
-        theta, sq = _linear_theta_sums(batch, sq_x, probs_t - onehot_t, e_psi, config, segments)
+        theta, sq = _linear_theta_sums(batch, sq_x, probs_t - onehot_t, e_psi, config, segments,
+                                       record_weights)
         theta_sums = [theta]
     else:
         names = [n for n, p in backend.module.named_parameters() if p.requires_grad]
         theta_sums, sq = _module_theta_sums(
             backend.module, names, batch, onehot_t.T, coef_t.T, config,
-            _silo_onehot_t(batch_silo, n_silos, dtype),
+            _silo_onehot_t(batch_silo, n_silos, dtype), record_weights,
         )
 
     # W-gradient: per-record norms in closed form, clipped, summed per cell
     sq_w = (probs_t * probs_t * w_sq_t).sum(0).mul_(4.0)
-    weighted = probs_t * clip_factors(sq_w, config.w_clip)  # (l, B)
+    weighted = probs_t * weigh(clip_factors(sq_w, config.w_clip), record_weights)  # (l, B)
     if n_silos == 1:
         silo_cells = cells
     else:
@@ -472,6 +488,7 @@ def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_
         (mean_coef - inside).clamp_(-psi_bound, psi_bound).div_(psi_bound),
         (sq > config.max_grad_norm**2).to(dtype),
     ])
+    monitor_t = weigh(monitor_t, record_weights)
     monitor_sums = _silo_sums(monitor_t, batch_silo, n_silos)
 
     parts = theta_sums + [w_sums, monitor_sums]
@@ -609,13 +626,18 @@ class SiloWorker:
     n_cells : int
     module : torch.nn.Module or None
         The model's module (None: linear); the worker keeps its own copy.
+    groups : array-like of shape (n_records,) or None
+    weights : tensor of shape (n_records,) or None
+        Sample-weight factors in [0, 1] of the silo's records (in process).
     """
 
-    def __init__(self, X, onehot, cells, n_cells, module, groups=None):
+    def __init__(self, X, onehot, cells, n_cells, module, groups=None, weights=None):
         with one_torch_thread():
             X = X.clone(memory_format=torch.contiguous_format)
             module = None if module is None else copy.deepcopy(module)
             self.backend = make_backend(X, onehot.shape[1], module)
+            if weights is not None:
+                self.backend.record_weights = weights.clone()
             self.data = SiloData.build(backend=self.backend, onehot=onehot.clone(),
                                        cells=cells.clone(), n_cells=n_cells)
             self.y_codes = onehot.argmax(1)
@@ -729,8 +751,10 @@ class InProcessSilos:
         rows = backend._rows[:, :-1] if isinstance(backend, LinearBackend) else backend.inputs
         module = getattr(backend, "module", None)
         bounds = np.concatenate([[0], np.cumsum(config.silo_sizes)]).tolist()
+        weights = backend.record_weights
         self.workers = [SiloWorker(rows[a:b], onehot[a:b], cells[a:b], n_cells, module,
-                                   groups=self.groups[a:b])
+                                   groups=self.groups[a:b],
+                                   weights=None if weights is None else weights[a:b])
                         for a, b in zip(bounds[:-1], bounds[1:])]
         self.configs = [_silo_config(config, j) for j in range(config.n_silos)]
 

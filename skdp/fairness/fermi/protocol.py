@@ -49,6 +49,10 @@ _THETA_SHARE, _W_SHARE, _MONITOR_SHARE = 0.78, 0.2, 0.02
 #: counts behind ``group_priors="private"``.
 _PRIOR_SHARE = 0.02
 
+#: Share of the whole budget (GDP ``mu^2``) spent on the one-off noisy class
+#: counts of ``class_weight="balanced"`` (``settings["class_counts"]``).
+CLASS_COUNT_SHARE = 0.02
+
 #: Share of the whole budget (GDP ``mu^2``) spent on the check of the
 #: returned model (``settings["model_check"]``), and the per-record bound of
 #: the log-loss it sums.
@@ -110,8 +114,12 @@ def fermi_release_plan(settings, n_records=None):
     Per round on each silo's batch: the clipped model-gradient sum, the
     scaled clipped W-gradient sum and the monitoring sum, one joint
     mechanism; once before training (``settings["private_priors"]``), the
-    noisy group counts; once after training (``settings["model_check"]``,
-    default False), the check of the returned model. A silo builds it from the settings the server sends
+    noisy group counts; once before training (``settings["class_counts"]``,
+    default False, in-process engine only, ``privacy_unit="record"``: with
+    the sensitive-attribute unit the labels are public), the noisy class
+    counts of ``class_weight="balanced"``; once after training
+    (``settings["model_check"]``, default False), the check of the returned
+    model. A silo builds it from the settings the server sends
     and its own record count (``n_records``), and calibrates its own noise
     (:func:`silo_privacy_report`).
 
@@ -144,6 +152,9 @@ def fermi_release_plan(settings, n_records=None):
         initial.append(InitialRelease(
             "group_counts", sensitivity=sensitivities["group_counts"], budget_share=_PRIOR_SHARE,
         ))
+    if settings.get("class_counts", False) and settings["privacy_unit"] == "record":
+        initial.append(InitialRelease("class_counts", sensitivity=1.0,
+                                      budget_share=CLASS_COUNT_SHARE))
     if settings.get("model_check", False):
         initial.append(InitialRelease(
             "model_check", sensitivity=sensitivities["model_check"], budget_share=CHECK_SHARE,
@@ -279,6 +290,10 @@ class SiloMessages:
 # ------------------------------------------------------------ randomness
 #: Round index of a silo's one-off release of noisy group counts.
 PRIORS_ROUND = -1
+
+#: Round index of a silo's one-off release of noisy class counts (a
+#: stream of its own: no run has that many rounds).
+CLASS_COUNTS_ROUND = 2**31 - 2
 
 #: Round index of a silo's check of the returned model (after every round:
 #: no run has that many).

@@ -269,6 +269,51 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         its order in every fit and CV fold, and groups outside it are an
         error. When None, the groups are those seen in ``fit`` and
         ``groups_`` is treated as public.
+    class_weight : dict, "balanced" or None, default=None
+        Class weights, multiplied with ``sample_weight``. Only their ratios
+        matter: they are divided by the largest, so the most heavily weighted
+        class keeps the full per-record bound ``max_sample_weight``
+        (``class_weight_`` holds the result). A dict (label -> weight; a class
+        it leaves out gets 1) is public and costs nothing. ``"balanced"``
+        weighs class c by ``n_samples / (n_classes * count_c)`` with the
+        counts from one Gaussian release (2 % of the budget, in GDP ``mu^2``,
+        accounted in ``dp_event_`` as ``"class_counts"``); noisy counts are
+        floored at 1 and every weight is kept within a factor 100 of the
+        largest.
+    max_sample_weight : float, default=1.0
+        Public bound on the weights of ``fit(sample_weight=...)``; larger
+        weights are clipped to it (with a warning). Each record's clipped
+        gradient -- and every other clipped per-record term of the algorithm
+        -- is multiplied by ``w_i / max_sample_weight``, in [0, 1], *after*
+        clipping, so one record still moves every released sum by at most its
+        sensitivity: the noise, ``epsilon_`` and ``dp_event_`` do not depend
+        on the weights, and Poisson sampling stays per record. A record of
+        weight 1 counts ``1 / max_sample_weight`` of a full record, so keep
+        the bound at the largest weight you need (without ``sample_weight``
+        every record has weight 1). RaCO-DP weighs every per-record term: the
+        record's row of the prediction histogram and of the cell counts (so
+        the constrained rates are weighted rates), its clipped gradient of the
+        Lagrangian (loss and constraint terms together) and its clipped-record
+        indicator. See :ref:`privacy-sample-weights`.
+    calibration : {"auto"} or None, default="auto"
+        Private calibration of the predicted probabilities after training
+        (binary problems). ``"auto"`` divides the scores by a temperature (``scale * s``, ``scale > 0``), which changes
+        no prediction, so the rates the constraints bound stay those of the
+        returned model; fitted on one accounted release of the
+        counts of (score bin, true class) of the trained model (10 % of the
+        budget, in ``dp_event_`` as ``"score_calibration"``; see
+        :ref:`privacy-after-training`); ``score_calibration_`` holds the
+        ``(scale, shift)`` applied. None keeps the trained scores and leaves
+        that share to training.
+    warm_start : bool, default=False
+        With True, ``fit`` on a fitted estimator starts from its parameters
+        (``coef_`` and ``intercept_``, or the module's state) instead of a
+        fresh model; ``X`` must have as many features (and ``y`` the same
+        classes). The new fit spends its own budget; ``dp_event_`` becomes the
+        composition of the previous and the new events, and ``epsilon_`` and
+        ``privacy_report_`` the accountant's for it. Composition assumes the
+        worst case, that both fits saw the same records. Only the model
+        carries over: the Lagrange multipliers and the optimizer start afresh.
     random_state : int, RandomState instance or None, default=None
         ``None`` (the default, and the setting for deployment): Poisson
         sampling and all noise come from the operating system's
@@ -358,6 +403,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     joint_noise_multiplier_ : float
     n_steps_ : int
     sampling_rate_, batch_size_ : float, int
+    class_weight_ : ndarray of shape (n_classes,) or None
+        The class weights applied (``class_weight`` over its largest, times
+        ``max_sample_weight``); for ``"balanced"`` a function of the noisy
+        class counts. None without ``class_weight``.
     fit_time_ : dict
 
     Notes
@@ -389,6 +438,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     #: Parameters that make ``fit`` keep exact, non-private diagnostics of
     #: the training data (a private search refuses them).
     __skdp_non_private_params__ = ("record_gradient_norms",)
+
+    # the constraints bound the rates of the predictions: calibrate with a
+    # temperature alone, which changes none of them
+    _score_calibration = "temperature"
 
     _parameter_constraints = {
         **BaseDPClassifier._parameter_constraints,
@@ -460,6 +513,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         secure_rng=False,
         device="cpu",
         verbose=0,
+        class_weight=None,
+        max_sample_weight=1.0,
+        warm_start=False,
+        calibration="auto",
     ):
         self.constraint = constraint
         self.tolerance = tolerance
@@ -503,9 +560,13 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
+        self.class_weight = class_weight
+        self.max_sample_weight = max_sample_weight
+        self.warm_start = warm_start
+        self.calibration = calibration
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y, *, sensitive_features=None):
+    def fit(self, X, y, *, sensitive_features=None, sample_weight=None):
         """Train under the (epsilon, delta) budget subject to the constraints.
 
         Parameters
@@ -517,6 +578,11 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             intersectional groups). ``None`` takes them from
             ``sensitive_columns``; if that is None too, all records form one
             group and group constraints are vacuous (a warning says so).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each record (None: all 1), clipped to
+            ``max_sample_weight``; it scales the record's clipped contribution,
+            so the privacy guarantee does not change. With metadata routing on,
+            request it with ``set_fit_request(sample_weight=True)``.
 
         Returns
         -------
@@ -525,12 +591,16 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self._validate_params()
         for stale in ("training_epsilon_", "checkpoint_step_"):
             self.__dict__.pop(stale, None)
+        previous = self._previous_fit()
         X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        self._check_warm_start(previous)
+        sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
         if group_codes is None:
             group_codes = np.zeros(X.shape[0], dtype=np.int64)
         self._build_constraints()
         fit = SimpleNamespace(y_codes=y_codes, group_codes=group_codes,
-                              n_classes=len(self.classes_))
+                              n_classes=len(self.classes_), sample_weight=sample_weight,
+                              previous=previous)
         return self._fit_private(X, fit)
 
     def _build_constraints(self):
@@ -581,7 +651,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         cells = atom_cell[fit.y_codes, fit.group_codes]
         cells = np.where(cells < 0, n_cells, cells)  # spare cell for records no constraint uses
         fit.cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
-        fit.sizes = self._expected_sizes(fit.cells_t, fit.q, report, generator, X_t.dtype)
+        fit.sizes = self._expected_sizes(fit.cells_t, fit.q, report, generator, X_t.dtype,
+                                         weights=fit.record_weights)
         self._exclude_small_groups(fit.noise)
         return onehot
 
@@ -641,13 +712,14 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             return False
         return self.denominator == "expected" or self.small_group_threshold is not None
 
-    def _expected_sizes(self, cells_t, sampling_rate, report, generator, dtype):
+    def _expected_sizes(self, cells_t, sampling_rate, report, generator, dtype, weights=None):
         """Expected per-batch local-set sizes, or None when not released.
 
         ``sampling_rate`` times the local-set sizes of the whole training set,
         computed from per-cell record counts released once with the Gaussian
         noise of the report's ``"cell_sizes"`` release (the initial event);
-        exact counts without privacy.
+        exact counts without privacy. With record ``weights`` (factors in
+        [0, 1]) the counts are weighted: sensitivity 1 still.
         """
         if "cell_sizes" not in report.noise:
             self.expected_sizes_ = self.cell_size_noise_ = None
@@ -656,7 +728,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             np.array(self.constraints_.membership), dtype=dtype, device=cells_t.device
         )
         n_cells = membership.shape[1]
-        counts = torch.bincount(cells_t, minlength=n_cells + 1)[:n_cells].to(dtype)
+        counts = torch.bincount(cells_t, weights=weights, minlength=n_cells + 1)[:n_cells].to(dtype)
         noise_std = report.scale("cell_sizes")
         self.cell_size_noise_ = noise_std
         if noise_std is not None:

@@ -15,6 +15,12 @@ Each step, on one Poisson batch:
 The histogram, the clipped gradient sum and a count of clipped records are
 three Gaussian (or Laplace, for the histogram) releases on the same batch;
 the estimator accounts them as one mechanism.
+
+With sample weights (the backend's ``record_weights``, factors in [0, 1]),
+every per-record term is multiplied by the record's factor after it is
+bounded: its row of the histogram and of the cell counts, its clipped
+gradient (loss and Lagrangian terms together) and its clipped-record
+indicator; the rates are then weighted rates and no sensitivity changes.
 """
 
 import time
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from ..._training import TailAverage, gradient_noise_stream, make_optimizer, noisy_update
-from ...privacy import NoiseStream, PoissonSampler, gaussian_noise
+from ...privacy import NoiseStream, PoissonSampler, gaussian_noise, weigh
 from .._rates import dual_quantities
 
 
@@ -309,11 +315,14 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
         batch, logits_t = backend.forward(idx)
         picked = columns.index_select(1, idx)
         onehot_t, cells_t = picked[:n_classes], picked[n_classes:]
-        hist = batch_histogram(logits_t, cells_t, config.dual_rates, config.temperature)
+        record_weights = backend.batch_weights(idx)
+        # each record's cell row, times its weight factor (when weighted)
+        cells_w = weigh(cells_t, record_weights)
+        hist = batch_histogram(logits_t, cells_w, config.dual_rates, config.temperature)
         if noise.private:
             hist.add_(hist_noise.next().view(hist.shape), alpha=noise.histogram)
         if separate and not (config.freeze_denominators and step > 0):
-            counts = cells_t.sum(1)
+            counts = cells_w.sum(1)
             if noise.private:
                 counts.add_(count_noise.next(), alpha=noise.cell_counts)
             step_sizes = (membership @ counts[:n_cells]).clamp_min_(config.min_denominator)
@@ -334,7 +343,10 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
         )
         # exact count of clipped records; its noise is added after the loop
         # (independent of everything the loop computes from it: nothing)
-        clipped_counts.append((sq_norms > clip * clip).sum())
+        over = sq_norms > clip * clip
+        if record_weights is not None:
+            over = weigh(over.to(dtype), record_weights)
+        clipped_counts.append(over.sum())
         noisy_update(opt, sums, grad_std, expected_batch, grad_noise)
         average.update(step)
         if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:

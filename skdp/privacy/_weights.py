@@ -1,0 +1,102 @@
+"""Sample and class weights, the one implementation every trainer shares.
+
+A weighted fit gives each record a factor ``a_i = w_i / max_sample_weight``
+in [0, 1] (:func:`record_weight_factors`; ``w_i`` clipped to the public
+bound ``max_sample_weight``). The factor multiplies the record's
+contribution to every released statistic *after* that contribution is
+clipped or bounded: its clipped gradient (the model backends of
+:mod:`skdp.models` fold ``a_i`` into every clipped gradient sum) and its
+other per-record terms (:func:`weigh`: histogram rows, counts, clipped dual
+statistics). A record of factor ``a_i <= 1`` moves each clipped sum by at
+most ``a_i`` times its bound, so every sensitivity -- and with it the noise
+and the accountant's epsilon -- is the one of the unweighted fit, whatever
+the weights. Poisson sampling stays per record.
+
+:func:`balanced_class_weights` turns (noisy) class counts into the weights
+of ``class_weight="balanced"`` (post-processing of an accounted release).
+"""
+
+import numpy as np
+
+#: ``balanced_class_weights`` keeps every weight within this factor of the
+#: largest (a noisy count near zero would otherwise weigh every other class
+#: down to nothing).
+BALANCED_MAX_RATIO = 100.0
+
+
+def record_weight_factors(weights, max_weight):
+    """Per-record factors ``min(w_i, max_weight) / max_weight``, in [0, 1].
+
+    The one place where sample weights become the factors that multiply
+    each record's clipped contribution (see the module docstring): weights
+    above ``max_weight`` count as ``max_weight`` and a weight that is not a
+    number counts as 0, so no weight can move a clipped sum by more than its
+    bound.
+
+    Parameters
+    ----------
+    weights : torch.Tensor of shape (n_records,)
+        Non-negative sample weights.
+    max_weight : float
+        The public bound ``max_sample_weight`` (positive).
+
+    Returns
+    -------
+    torch.Tensor of shape (n_records,)
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import record_weight_factors
+    >>> record_weight_factors(torch.tensor([0.0, 0.5, 2.0, 1e30]), 2.0)
+    tensor([0.0000, 0.2500, 1.0000, 1.0000])
+    """
+    if not max_weight > 0:
+        raise ValueError(f"max_weight must be positive, got {max_weight!r}.")
+    return weights.nan_to_num(nan=0.0).clamp(0.0, float(max_weight)).div(float(max_weight))
+
+
+def weigh(values, weights):
+    """``values`` with each record's column multiplied by its weight factor.
+
+    ``values`` has the records on its last axis (class-major columns);
+    ``weights`` are factors in [0, 1] from :func:`record_weight_factors`, or
+    None, which returns ``values`` itself (the unweighted code path, bit for
+    bit). Applied to a per-record statistic *after* it is clipped, it leaves
+    the statistic's sensitivity unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import weigh
+    >>> weigh(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([1.0, 0.5]))
+    tensor([[1., 1.],
+            [3., 2.]])
+    """
+    if weights is None:
+        return values
+    return values * weights.to(values.dtype)
+
+
+def balanced_class_weights(counts):
+    """``n / (n_classes * count_c)`` of class counts (noisy ones floored at
+    1), each at least the largest over :data:`BALANCED_MAX_RATIO`.
+
+    Parameters
+    ----------
+    counts : array-like of shape (n_classes,)
+        Class counts, e.g. released with Gaussian noise (may be negative).
+
+    Returns
+    -------
+    ndarray of shape (n_classes,)
+
+    Examples
+    --------
+    >>> from skdp.privacy import balanced_class_weights
+    >>> balanced_class_weights([30.0, 10.0, -2.0]).round(3).tolist()
+    [0.456, 1.367, 13.667]
+    """
+    counts = np.maximum(np.asarray(counts, dtype=np.float64), 1.0)
+    weights = counts.sum() / (len(counts) * counts)
+    return np.maximum(weights, weights.max() / BALANCED_MAX_RATIO)
