@@ -109,6 +109,11 @@ print(f"chosen tolerance {search.best_params_['clf__tolerance']}; epsilon of the
       f"workflow {total.epsilon:.3f} at delta {total.delta:.1e}")
 
 # %%
+# The fitted search, as a notebook shows it: each skdp step's "?" links to
+# its API page.
+search
+
+# %%
 # Accuracy, log-loss, fairness
 # ----------------------------
 # The reference is scikit-learn's LogisticRegression on the same columns,

@@ -1,6 +1,6 @@
 """skdp: differentially private scikit-learn estimators with constraints."""
 
-from . import federated, model_selection  # noqa: F401  (federated registers the Flower engine)
+from . import audit, federated, model_selection  # noqa: F401  (federated registers the Flower engine)
 from .bilevel import DPBilevelLogisticRegression, DPBilevelRidge
 from .fairness import DPFERMIClassifier, DPRateConstrainedClassifier
 from .linear_model import DPSGDClassifier, DPSGDRegressor

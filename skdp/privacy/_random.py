@@ -81,6 +81,14 @@ class SecureGenerator:
         return np.negative(np.log(self.random(size)))
 
 
+#: Test-only factor on every noise draw (:func:`normal_`, :func:`exponential_`,
+#: hence every Gaussian and Laplace release), used by the audit's power tests
+#: to build deliberately broken copies (noise a tenth of its planned size, or
+#: none) that still report the planned epsilon. It is not an option: nothing
+#: in the package sets it; see ``skdp.audit._broken``.
+_NOISE_FACTOR = 1.0
+
+
 def _fill_(tensor, values):
     """Copy a float64 numpy array into ``tensor`` (any float dtype, device)."""
     if not tensor.is_floating_point():
@@ -160,8 +168,10 @@ def normal_(tensor, generator):
     1.0
     """
     if is_secure(generator):
-        return _fill_(tensor, generator.standard_normal(tensor.numel()))
-    return tensor.normal_(generator=generator)
+        _fill_(tensor, generator.standard_normal(tensor.numel()))
+    else:
+        tensor.normal_(generator=generator)
+    return tensor if _NOISE_FACTOR == 1.0 else tensor.mul_(_NOISE_FACTOR)
 
 
 def exponential_(tensor, generator):
@@ -189,5 +199,7 @@ def exponential_(tensor, generator):
     1.0
     """
     if is_secure(generator):
-        return _fill_(tensor, generator.standard_exponential(tensor.numel()))
-    return tensor.exponential_(generator=generator)
+        _fill_(tensor, generator.standard_exponential(tensor.numel()))
+    else:
+        tensor.exponential_(generator=generator)
+    return tensor if _NOISE_FACTOR == 1.0 else tensor.mul_(_NOISE_FACTOR)
