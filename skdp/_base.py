@@ -32,6 +32,7 @@ from ._calibration import calibration_counts, fit_score_map
 from ._doc_link import DocLinkMixin
 from ._groups import _is_dataframe, encode_groups, select_columns
 from ._training import training_threads
+from .exceptions import UnitPrivacyNotAvailableError
 from .models import make_backend, make_mlp
 from .privacy import (
     ACCOUNTANTS,
@@ -39,42 +40,90 @@ from .privacy import (
     InitialRelease,
     SecureGenerator,
     balanced_class_weights,
+    bound_units,
     compose_reports,
     gaussian_noise,
     record_weight_factors,
 )
 
 
-def split_sensitive_columns(X, sensitive_columns):
+def split_sensitive_columns(X, sensitive_columns, *, name="sensitive_columns",
+                            argument="sensitive_features"):
     """Take the ``sensitive_columns`` out of ``X``.
 
     Returns ``(X_without, sensitive)`` where ``sensitive`` is None when
     ``sensitive_columns`` is None. Columns are names of a DataFrame's columns
-    or integer positions (see :func:`skdp._groups.select_columns`).
+    or integer positions (see :func:`skdp._groups.select_columns`). ``name``
+    and ``argument`` (the parameter and the fit argument that the columns
+    stand for) go into error messages.
     """
     if sensitive_columns is None:
         return X, None
-    columns = (
-        [sensitive_columns] if isinstance(sensitive_columns, (str, Integral)) else list(sensitive_columns)
-    )
+    columns = _column_list(sensitive_columns)
     if _is_dataframe(X) and columns and all(isinstance(c, str) for c in columns):
         missing = [c for c in columns if c not in X.columns]
         if missing:
             raise ValueError(
-                f"sensitive_columns {missing} are not columns of X: they are gone (a "
+                f"{name} {missing} are not columns of X: they are gone (a "
                 "preprocessing step dropped them?); X has columns "
                 f"{list(X.columns)[:20]}. In a Pipeline, make the preprocessing pass "
                 "these columns through (e.g. ColumnTransformer(..., remainder="
                 "'passthrough', verbose_feature_names_out=False).set_output("
-                "transform='pandas')), or pass sensitive_features= to fit."
+                f"transform='pandas')), or pass {argument}= to fit."
             )
-    sensitive = select_columns(X, columns, name="sensitive_columns")
+    sensitive = select_columns(X, columns, name=name)
+    return _drop_columns(X, columns), sensitive
+
+
+def _column_list(columns):
+    """A column parameter (one name or position, or several) as a list."""
+    if columns is None:
+        return []
+    return [columns] if isinstance(columns, (str, Integral)) else list(columns)
+
+
+def _drop_columns(X, columns):
+    """``X`` without ``columns`` (names of a DataFrame, or positions)."""
     if _is_dataframe(X):
         labels = columns if isinstance(columns[0], str) else list(X.columns[columns])
-        return X.drop(columns=labels), sensitive
+        return X.drop(columns=labels)
     X = np.asarray(X) if not hasattr(X, "shape") else X
     keep = np.setdiff1d(np.arange(X.shape[1]), np.mod(columns, X.shape[1]))
-    return X[:, keep], sensitive
+    return X[:, keep]
+
+
+def split_fit_only_columns(X, sensitive_columns, unit_column):
+    """Take ``sensitive_columns`` and the ``unit_column`` out of ``X``.
+
+    Both are read from ``X`` as given (so positions refer to the same
+    columns whichever is taken first) and dropped together. Returns
+    ``(X_without, sensitive, unit_ids)``, None for a parameter that is None.
+    """
+    if unit_column is None:
+        X, sensitive = split_sensitive_columns(X, sensitive_columns)
+        return X, sensitive, None
+    _, units = split_sensitive_columns(X, unit_column, name="unit_column",
+                                       argument="unit_ids")
+    _, sensitive = split_sensitive_columns(X, sensitive_columns)
+    columns = _column_list(sensitive_columns) + [unit_column]
+    if _is_dataframe(X) and not all(isinstance(c, str) for c in columns):
+        columns = [X.columns[c] if isinstance(c, Integral) else c for c in columns]
+    return _drop_columns(X, columns), sensitive, np.asarray(units).reshape(-1)
+
+
+def reject_unit_ids(estimator, unit_ids):
+    """A :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` when
+    ``unit_ids`` is given to an estimator that cannot bound a unit's
+    contribution yet (never ignore them silently)."""
+    if unit_ids is None:
+        return
+    raise UnitPrivacyNotAvailableError(
+        f"unit_ids were given, but unit-level privacy (epsilon about all records of "
+        f"one person or unit) is not yet available for {type(estimator).__name__}: its "
+        "guarantee is per record. Use skdp.DPSGDClassifier or skdp.DPSGDRegressor with "
+        "unit_ids, or bound each unit's records yourself and account for group privacy "
+        "(see the documentation page 'Records or persons?')."
+    )
 
 
 #: Rows per forward pass of a torch module at prediction time.
@@ -418,6 +467,7 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         self
         """
         generator, seed, device = self._make_generator()
+        self._bound_units(fit, generator)
         plan = self._with_class_counts(self._plan(X, fit, generator))
         after = tuple(release for release in (self._score_calibration_release(),
                                               self._model_check_release())
@@ -442,6 +492,29 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         self._compose_with_previous(getattr(fit, "previous", None))
         self._check_model(X, report, generator, fit)
         return self
+
+    def _bound_units(self, fit, generator):
+        """Set ``fit.units``: the :class:`~skdp.privacy.UnitBounds` of
+        ``fit.unit_codes`` (at most ``max_records_per_unit`` records of each
+        unit, drawn from ``generator``), or None without units (nothing
+        drawn)."""
+        codes = getattr(fit, "unit_codes", None)
+        fit.units = None
+        if codes is None:
+            return
+        fit.units = bound_units(codes, fit.n_units, int(self.max_records_per_unit), generator)
+
+    def _validated_unit_ids(self, unit_ids, n_samples):
+        """``(codes, n_units)`` of ``unit_ids`` (one hashable id per row, no
+        missing value), or ``(None, None)`` for None."""
+        if unit_ids is None:
+            return None, None
+        if hasattr(unit_ids, "ndim") and unit_ids.ndim > 1 and unit_ids.shape[1:] != (1,):
+            raise ValueError(
+                f"unit_ids must be one id per row of X (1-D); got shape {unit_ids.shape}.")
+        values = np.asarray(unit_ids).reshape(-1) if hasattr(unit_ids, "ndim") else unit_ids
+        codes, units = encode_groups(values, n_samples, name="unit_ids")
+        return codes, len(units)
 
     def _plan(self, X, fit, generator):
         """The fit's :class:`~skdp.privacy.ReleasePlan` (hook)."""
@@ -534,13 +607,18 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         contribution, so no sensitivity changes. The backend (when there is
         one) applies it to every clipped gradient sum. None -- the
         unweighted code path, bit for bit -- without ``sample_weight`` and
-        ``class_weight`` at ``max_sample_weight=1``.
+        ``class_weight`` at ``max_sample_weight=1`` and without units.
+        With units (``fit.units``) it is also multiplied by the unit factor
+        ``1 / min(|u|, max_records_per_unit)`` (0 for a record the unit did
+        not keep), so a whole unit moves each sum by at most one record's
+        bound.
         """
         weights = getattr(fit, "sample_weight", None)
         classes = self._class_factors(fit, report, generator)
         bound = float(getattr(self, "max_sample_weight", 1.0))
+        units = getattr(fit, "units", None)
         fit.record_weights = None
-        if weights is None and classes is None and bound == 1.0:
+        if weights is None and classes is None and bound == 1.0 and units is None:
             return
         values = torch.ones(X_t.shape[0], dtype=torch.float64)
         if weights is not None:
@@ -548,6 +626,8 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         factors = record_weight_factors(values, bound)
         if classes is not None:
             factors = factors * torch.as_tensor(classes[fit.y_codes], dtype=torch.float64)
+        if units is not None:  # a unit's factors sum to at most 1
+            factors = factors * torch.as_tensor(units.factors, dtype=torch.float64)
         fit.record_weights = factors.to(device=X_t.device, dtype=X_t.dtype)
         if backend is not None:
             backend.record_weights = fit.record_weights
@@ -743,11 +823,10 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
 
     def _fit_only_columns(self):
         """Columns of ``X`` that ``fit`` reads and the model does not use
-        (``sensitive_columns``; DP-FERMI adds ``silo_column``)."""
-        columns = getattr(self, "sensitive_columns", None)
-        if columns is None:
-            return []
-        return [columns] if isinstance(columns, (str, Integral)) else list(columns)
+        (``sensitive_columns``, ``unit_column``; DP-FERMI adds
+        ``silo_column``)."""
+        return (_column_list(getattr(self, "sensitive_columns", None))
+                + _column_list(getattr(self, "unit_column", None)))
 
     def _without_fit_only_columns(self, X):
         """``X`` for prediction, with or without the fit-only columns: named
@@ -815,7 +894,9 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
     # With metadata routing on, ``fit`` asks for the groups by default, so
     # ``GridSearchCV(...).fit(X, y, sensitive_features=s)`` needs no
     # ``set_fit_request`` call (as ``GroupKFold`` asks for ``groups``).
-    __metadata_request__fit = {"sensitive_features": True}
+    # ``unit_ids`` likewise: an estimator that cannot use them raises, so
+    # they are never dropped on the way.
+    __metadata_request__fit = {"sensitive_features": True, "unit_ids": True}
 
     _parameter_constraints = {
         **BaseDPEstimator._parameter_constraints,
@@ -826,13 +907,28 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
     }
 
     # ------------------------------------------------------------------ fit
-    def _validate_training_data(self, X, y, sensitive_features):
+    def _validate_training_data(self, X, y, sensitive_features, *, units=False,
+                                unit_ids=None):
         """Validate X, y and groups; set classes_, n_features_in_, groups_.
 
         Returns ``(X, y_codes, group_codes)`` with X a float numpy array and
-        group codes None when no sensitive features were given.
+        group codes None when no sensitive features were given. With
+        ``units=True`` the ``unit_column`` is taken out of X too, and a
+        fourth value is returned: ``unit_ids`` if given, else that column
+        (None without either).
         """
+        if units:
+            X, from_columns, from_unit_column = split_fit_only_columns(
+                X, self.sensitive_columns, getattr(self, "unit_column", None))
+            unit_ids = from_unit_column if unit_ids is None else unit_ids
+            result = self._validate_split_data(X, y, sensitive_features, from_columns)
+            return (*result, unit_ids)
         X, from_columns = split_sensitive_columns(X, self.sensitive_columns)
+        return self._validate_split_data(X, y, sensitive_features, from_columns)
+
+    def _validate_split_data(self, X, y, sensitive_features, from_columns):
+        """:meth:`_validate_training_data` once the fit-only columns are out
+        of ``X`` (``from_columns``: the sensitive columns' values, or None)."""
         if sensitive_features is None:
             sensitive_features = from_columns
         X, y = self._validated_X_y(self, X, y)
@@ -910,7 +1006,8 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
             return None
         n_classes = len(self.classes_)
         if _is_balanced(class_weight):
-            counts = np.bincount(fit.y_codes, minlength=n_classes).astype(np.float64)
+            counts = np.bincount(fit.y_codes, weights=_unit_factors(fit),
+                                 minlength=n_classes).astype(np.float64)
             if report.private and "class_counts" in report.noise:
                 noise = gaussian_noise(torch.zeros(n_classes, dtype=torch.float64),
                                        report.scale("class_counts"), generator)
@@ -1076,12 +1173,17 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         proba = np.where(np.isfinite(proba), proba, 1.0 / n_classes)
         predicted = proba.argmax(1)
         cells = (groups * n_classes + y_codes) * n_classes + predicted
-        counts = np.bincount(cells, minlength=n_groups * n_classes * n_classes)
+        # with units, a record adds its unit factor: a unit adds at most 1
+        unit_factors = _unit_factors(fit)
+        counts = np.bincount(cells, weights=unit_factors,
+                             minlength=n_groups * n_classes * n_classes)
         p_true = proba[np.arange(len(y_codes)), y_codes]
         bound = _CHECK_LOSS_BOUND
         with np.errstate(divide="ignore", invalid="ignore"):
             losses = np.minimum(-np.log(np.maximum(p_true, 0.0)), bound) / bound
         losses = np.nan_to_num(losses, nan=1.0, posinf=1.0)
+        if unit_factors is not None:
+            losses = losses * unit_factors
         values = np.concatenate([counts.astype(np.float64), [losses.sum()]])
         std = None
         if report.private and "model_check" in report.noise:
@@ -1144,6 +1246,12 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         return tags
 
 
+def _unit_factors(fit):
+    """The unit factors of a fit with units (a float64 array), else None."""
+    units = getattr(fit, "units", None)
+    return None if units is None else units.factors
+
+
 #: Share of the budget (GDP ``mu^2``) of the noisy class counts of
 #: ``class_weight="balanced"`` (:meth:`BaseDPClassifier._class_count_release`).
 _CLASS_COUNT_SHARE = 0.02
@@ -1170,6 +1278,19 @@ _CALIBRATION_SHARE = 0.1
 #: Exponents k of the log2 bins ``[2**(k-1), 2**k)`` of |y| in the private
 #: target-scale histogram; values below (above) fall in the first (last) bin.
 _SCALE_EXPONENTS = np.arange(-20, 41)
+
+
+def _target_histogram(y, weights=None):
+    """Counts of ``|y|`` in the bins of :data:`_SCALE_EXPONENTS` (a record
+    adds its weight, 1 without ``weights``, to one bin)."""
+    magnitude = np.abs(y)
+    with np.errstate(divide="ignore"):
+        exponents = np.ceil(np.log2(np.where(magnitude > 0, magnitude, np.inf)))
+    exponents = np.where(magnitude > 0, exponents, _SCALE_EXPONENTS[0])
+    # values exactly at a power of two belong to the bin they top
+    bins = np.clip(exponents, _SCALE_EXPONENTS[0], _SCALE_EXPONENTS[-1]) - _SCALE_EXPONENTS[0]
+    return np.bincount(bins.astype(int), weights=weights,
+                       minlength=len(_SCALE_EXPONENTS)).astype(float)
 
 
 class BaseDPRegressor(RegressorMixin, BaseDPEstimator):
@@ -1246,14 +1367,16 @@ class BaseDPRegressor(RegressorMixin, BaseDPEstimator):
         return InitialRelease("target_scale", sensitivity=1.0,
                               budget_share=self._target_scale_share)
 
-    def _scale_targets(self, y, report, generator, device):
+    def _scale_targets(self, y, report, generator, device, weights=None):
         """Set ``y_offset_``/``y_scale_`` and return the scaled targets.
 
         With ``y_bounds=(low, high)``: y is clipped to the bounds and mapped
         to [-1, 1] (no budget spent). Otherwise ``y_scale_`` is the power of
         two that tops the largest bin of a (noisy, when private) histogram
         of ``log2 |y|`` whose count exceeds 4 noise standard deviations, and
-        ``y_offset_`` is 0.
+        ``y_offset_`` is 0. ``weights`` (the unit factors of a fit with
+        units, or None) weigh each record's histogram row, so that a unit
+        adds at most 1.
         """
         bounds = self._check_y_bounds()
         if bounds is not None:
@@ -1261,13 +1384,7 @@ class BaseDPRegressor(RegressorMixin, BaseDPEstimator):
             self.y_offset_ = (low + high) / 2.0
             self.y_scale_ = (high - low) / 2.0
             return (np.clip(y, low, high) - self.y_offset_) / self.y_scale_
-        magnitude = np.abs(y)
-        with np.errstate(divide="ignore"):
-            exponents = np.ceil(np.log2(np.where(magnitude > 0, magnitude, np.inf)))
-        exponents = np.where(magnitude > 0, exponents, _SCALE_EXPONENTS[0])
-        # values exactly at a power of two belong to the bin they top
-        bins = np.clip(exponents, _SCALE_EXPONENTS[0], _SCALE_EXPONENTS[-1]) - _SCALE_EXPONENTS[0]
-        counts = np.bincount(bins.astype(int), minlength=len(_SCALE_EXPONENTS)).astype(float)
+        counts = _target_histogram(y, weights)
         threshold = 0.0
         if report is not None and report.private and "target_scale" in report.noise:
             std = report.scale("target_scale")

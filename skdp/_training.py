@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from .models import CrossEntropyHead, LinearBackend
-from .privacy import NoiseStream, PoissonSampler
+from .privacy import NoiseStream, make_sampler
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -304,7 +304,7 @@ class DPSGDConfig:
 
 
 @torch.no_grad()
-def train_dpsgd(backend, onehot, config, generator):
+def train_dpsgd(backend, onehot, config, generator, units=None):
     """Run DP-SGD on ``backend`` and return a history of private quantities.
 
     Parameters
@@ -315,6 +315,12 @@ def train_dpsgd(backend, onehot, config, generator):
         a column of targets for the squared loss.
     config : DPSGDConfig
     generator : torch.Generator or SecureGenerator
+    units : UnitBounds or None, default=None
+        Privacy units (:func:`~skdp.privacy.bound_units`): batches are
+        Poisson samples of units, each with its kept records, and sums are
+        divided by the expected number of units (``config.sampling_rate``
+        is then a rate over units). The backend's ``record_weights`` must
+        hold the units' factors. None: Poisson samples of records.
 
     Returns
     -------
@@ -327,7 +333,7 @@ def train_dpsgd(backend, onehot, config, generator):
     n_steps, verbose = config.n_steps, config.verbose
     n = onehot.shape[0]
     onehot_t = onehot.T.contiguous()
-    expected_batch = config.sampling_rate * n
+    sampler, expected_batch = make_sampler(n, config.sampling_rate, generator, units)
     clip = config.max_grad_norm
     private = config.noise_multiplier is not None
     noise_std = config.noise_multiplier * clip if private else 0.0
@@ -340,7 +346,6 @@ def train_dpsgd(backend, onehot, config, generator):
     sizes = torch.zeros(n_steps, dtype=torch.long, device=onehot.device)
     report_every = max(1, n_steps // 10)
     start = time.perf_counter()
-    sampler = PoissonSampler(n, config.sampling_rate, generator)
     for step, idx in enumerate(sampler.batches(n_steps)):
         batch, logits = backend.forward(idx)
         targets = (onehot_t.index_select(1, idx),)

@@ -1,6 +1,6 @@
 """Warnings and errors raised by skdp."""
 
-__all__ = ["PrivacyLeakWarning"]
+__all__ = ["PrivacyLeakWarning", "UnitPrivacyNotAvailableError"]
 
 
 class PrivacyLeakWarning(UserWarning):
@@ -20,4 +20,15 @@ class PrivacyLeakWarning(UserWarning):
     ...     warnings.warn("bounds read from the data", PrivacyLeakWarning)
     >>> caught[0].category.__name__
     'PrivacyLeakWarning'
+    """
+
+
+class UnitPrivacyNotAvailableError(ValueError, NotImplementedError):
+    """``unit_ids`` were given to an estimator whose guarantee is per record.
+
+    Unit-level privacy (epsilon about all records of one person) is
+    implemented for :class:`~skdp.DPSGDClassifier` and
+    :class:`~skdp.DPSGDRegressor`; every other estimator raises this error
+    rather than ignore the ids. A ``ValueError`` (bad input for this
+    estimator) and a ``NotImplementedError`` (not available yet).
     """

@@ -19,7 +19,7 @@ import torch
 from sklearn.utils._metadata_requests import UNUSED
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import BaseDPClassifier, BaseDPRegressor
+from .._base import BaseDPClassifier, BaseDPRegressor, reject_unit_ids
 from ..privacy import (
     ACCOUNTANTS,
     NEIGHBORING,
@@ -601,7 +601,7 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
     # routing on: a validation mask is routed by default
     __metadata_request__fit = {"validation_mask": True}
 
-    def fit(self, X, y, *, validation_mask=None, sample_weight=None):
+    def fit(self, X, y, *, validation_mask=None, sample_weight=None, unit_ids=None):
         """Tune omega and fit the private model at it.
 
         Parameters
@@ -617,11 +617,18 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : DPBilevelRidge
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         previous = self._previous_fit()
         X, y = self._validate_regression_data(X, y)
         self._check_warm_start(previous)
@@ -719,7 +726,7 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         self.warm_start = warm_start
         self.calibration = calibration
 
-    def fit(self, X, y, *, validation_mask=None, sample_weight=None):
+    def fit(self, X, y, *, validation_mask=None, sample_weight=None, unit_ids=None):
         """Tune omega and fit the private model at it.
 
         Parameters
@@ -735,11 +742,18 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : DPBilevelLogisticRegression
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         previous = self._previous_fit()
         X, y_codes, _ = self._validate_training_data(X, y, None)
         self._check_warm_start(previous)

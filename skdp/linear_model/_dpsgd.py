@@ -1,6 +1,6 @@
 """DP-SGD classifier: the baseline every skdp estimator is compared against."""
 
-from numbers import Real
+from numbers import Integral, Real
 from types import SimpleNamespace
 
 import torch
@@ -12,13 +12,22 @@ from ..privacy import BatchReleases, Release, ReleasePlan
 from .._training import DPSGDConfig, train_dpsgd
 
 
+#: Default ``max_records_per_unit`` (chosen on held-out persons of
+#: benchmarks/bench_units.py, see docs/units.rst).
+_MAX_RECORDS_PER_UNIT = 16
+
+
 class _DPSGDMixin:
     """The DP-SGD fit shared by :class:`DPSGDClassifier` and
     :class:`~skdp.DPSGDRegressor`: the hooks of
     :meth:`~skdp._base.BaseDPEstimator._fit_private` (plan, targets,
     trainer, fitted state)."""
 
-    _dpsgd_constraints = {"alpha": [Interval(Real, 0, None, closed="left")]}
+    _dpsgd_constraints = {
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "max_records_per_unit": [Interval(Integral, 1, None, closed="left")],
+        "unit_column": [str, Integral, None],
+    }
 
     def _fit_dpsgd(self, X, make_targets, head, **labels):
         """Spend the budget on DP-SGD over ``X``; return self.
@@ -29,18 +38,26 @@ class _DPSGDMixin:
         initial releases). ``labels`` (classifiers: ``y_codes`` and
         ``group_codes``) serve the check of the returned model;
         ``sample_weight`` and ``previous`` (:meth:`_previous_fit`) the
-        weights and the warm start.
+        weights and the warm start; ``unit_ids`` (or None) the privacy units.
+        ``make_targets`` also gets ``weights=``: the unit factors of a fit
+        with units (for its one-off releases), else None.
         """
+        unit_ids = labels.pop("unit_ids", None)
+        unit_codes, n_units = self._validated_unit_ids(unit_ids, X.shape[0])
         return self._fit_private(
-            X, SimpleNamespace(make_targets=make_targets, head=head, **labels))
+            X, SimpleNamespace(make_targets=make_targets, head=head, unit_codes=unit_codes,
+                               n_units=n_units, **labels))
 
     def _plan(self, X, fit, generator):
-        fit.n = X.shape[0]
+        # with units, sampling is over units and their number is public
+        fit.n = X.shape[0] if fit.units is None else fit.units.n_units
         fit.q = self._check_privacy_setup(fit.n, self._resolve_batch_size(fit.n))
-        return self._release_plan(fit.q, self._n_steps_requested(fit.q))
+        return self._release_plan(fit.q, self._n_steps_requested(fit.q), fit.units)
 
     def _targets(self, report, generator, device, X_t, fit):
-        return fit.make_targets(report, generator, device).to(device=device, dtype=X_t.dtype)
+        weights = None if fit.units is None else fit.units.factors
+        targets = fit.make_targets(report, generator, device, weights=weights)
+        return targets.to(device=device, dtype=X_t.dtype)
 
     def _train(self, backend, targets, report, generator, fit):
         config = DPSGDConfig(
@@ -49,27 +66,34 @@ class _DPSGDMixin:
             learning_rate=self.learning_rate, momentum=self.momentum, verbose=self.verbose,
             alpha=self.alpha, head=fit.head, averaging=getattr(self, "averaging", 0.0),
         )
-        return train_dpsgd(backend, targets, config, generator)
+        return train_dpsgd(backend, targets, config, generator, units=fit.units)
 
     def _store_fitted(self, report, result, fit):
         self.n_steps_ = report.steps[0]
         self.sampling_rate_ = fit.q
         self.batch_size_ = self._expected_batch_size(fit.n, fit.q)
         self.noise_multiplier_ = report.multiplier("gradient")
+        self.n_units_ = None if fit.units is None else fit.units.n_units
 
     def _initial_releases(self):
         """One-off releases before training (none by default)."""
         return ()
 
-    def _release_plan(self, sampling_rate, steps):
-        """One release per step: the clipped gradient sum (sensitivity C)."""
+    def _release_plan(self, sampling_rate, steps, units=None):
+        """One release per step: the clipped gradient sum (sensitivity C).
+
+        With ``units`` (:class:`~skdp.privacy.UnitBounds`) the same plan is
+        about units: a unit's weighted, clipped records move the sum by at
+        most C, the rate is over units, and the report names the unit."""
+        extra = ({} if units is None else
+                 {"n_records": units.n_units, "privacy_unit": units.description})
         return ReleasePlan(
             BatchReleases(
                 [Release("gradient", sensitivity=self.max_grad_norm)],
                 steps=steps, sampling_rate=sampling_rate,
             ),
             initial=self._initial_releases(),
-            neighboring=self.neighboring, accountant=self.accountant,
+            neighboring=self.neighboring, accountant=self.accountant, **extra,
         )
 
 
@@ -94,6 +118,10 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         Privacy budget. ``None`` trains non-privately, for reference: gradients
         are still clipped (so the optimisation matches the private run; set
         ``max_grad_norm=np.inf`` to turn clipping off) but no noise is added.
+        The guarantee is about one record (add or remove one row), or, with
+        ``fit(unit_ids=...)``, about one unit -- all records of a person --
+        with at most ``max_records_per_unit`` of them used (see
+        :ref:`units`).
     delta : float, default=1e-5
         Privacy budget; keep it well below ``1 / n_samples``.
     max_grad_norm : float, default=4.0
@@ -229,6 +257,21 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         Torch device for training.
     verbose : int, default=0
         Print progress. Progress lines contain only the step count and time.
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit (e.g. a person) that a fit uses. Each unit keeps at most k of its
+        records, a random subset drawn once per fit independently of their
+        values, and each kept record weighs ``1 / min(|u|, k)``: a unit then
+        moves every released sum by at most the bound of one record. Larger
+        k uses more of a large unit's records (less bias toward small units'
+        data, no extra noise); the default was chosen on held-out persons of
+        a heavy-tailed panel (see :ref:`units`). Unused without ``unit_ids``.
+    unit_column : str, int or None, default=None
+        A column of ``X`` (a DataFrame's column name, or a position) that
+        holds the unit ids, for use with metadata routing off; it is removed
+        from the features like ``sensitive_columns``, and ``predict``
+        accepts ``X`` with or without it. ``fit(unit_ids=...)`` takes
+        precedence.
 
     Attributes
     ----------
@@ -252,6 +295,9 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         The release plan's report: epsilon, event and the noise of each
         release (here one, ``"gradient"``).
     noise_multiplier_ : float
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids`` (public, like the number of
+        records); None without them.
     n_steps_ : int
     sampling_rate_ : float
         Poisson sampling rate q of the fit.
@@ -331,6 +377,8 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         max_sample_weight=1.0,
         warm_start=False,
         calibration="auto",
+        max_records_per_unit=_MAX_RECORDS_PER_UNIT,
+        unit_column=None,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -359,8 +407,10 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.calibration = calibration
+        self.max_records_per_unit = max_records_per_unit
+        self.unit_column = unit_column
 
-    def fit(self, X, y, *, sensitive_features=None, sample_weight=None):
+    def fit(self, X, y, *, sensitive_features=None, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget.
 
         Parameters
@@ -378,6 +428,15 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
             ``max_sample_weight``; it scales the record's clipped contribution,
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id; any hashable,
+            no missing values). When given, epsilon and delta are about
+            adding or removing *all* records of one unit: each unit keeps at
+            most ``max_records_per_unit`` of its records (drawn at random
+            once per fit), each weighted ``1 / min(|u|, max_records_per_unit)``,
+            and batches are Poisson samples of units. Requested by default
+            with metadata routing on; with routing off, ``unit_column`` can
+            name a column of ``X`` that holds them. See :ref:`units`.
 
         Returns
         -------
@@ -385,15 +444,16 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         """
         self._validate_params()
         previous = self._previous_fit()
-        X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        X, y_codes, group_codes, unit_ids = self._validate_training_data(
+            X, y, sensitive_features, units=True, unit_ids=unit_ids)
         self._check_warm_start(previous)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
 
-        def onehot(report, generator, device):
+        def onehot(report, generator, device, weights=None):
             codes = torch.as_tensor(y_codes, device=device)
             return torch.nn.functional.one_hot(codes, len(self.classes_)).to(torch.float32)
 
         return self._fit_dpsgd(X, onehot, CrossEntropyHead(), y_codes=y_codes,
                                group_codes=group_codes, sample_weight=sample_weight,
-                               previous=previous)
+                               previous=previous, unit_ids=unit_ids)
 

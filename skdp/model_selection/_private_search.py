@@ -71,6 +71,7 @@ from sklearn.utils.validation import (
     indexable,
 )
 
+from .._base import reject_unit_ids
 from .._doc_link import DocLinkMixin
 from ..privacy import (
     PrivacyBudgetError,
@@ -585,12 +586,18 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             to the scorers (``sensitive_features=A`` reaches both, split
             like ``X``). With routing off, passed to the candidates' ``fit``
             (e.g. ``clf__sensitive_features=A`` for a Pipeline).
+            ``unit_ids`` (under any step prefix) are not supported yet: the
+            selection's guarantee is per record, so they raise
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError`.
 
         Returns
         -------
         self : object
         """
         self._validate_params()
+        for key, value in params.items():
+            if key == "unit_ids" or key.endswith("__unit_ids"):
+                reject_unit_ids(self, value)
         task = self._prepare(X, y, params)
         generator, fit_seeds = self._randomness(task.n_candidates + 1)
         train = self._split(task, generator)

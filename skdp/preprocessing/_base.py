@@ -75,6 +75,10 @@ class DPPreprocessorMixin(PrivateFitMixin):
     ``random_state``, which every step takes) into its own.
     """
 
+    # requested by default, so that with metadata routing on a Pipeline's
+    # unit_ids reach the step, which cannot use them and says so
+    __metadata_request__fit = {"unit_ids": True}
+
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],

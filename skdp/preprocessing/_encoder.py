@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._base import reject_unit_ids
 from ..privacy import Release
 from ._base import DPPreprocessorMixin, add_noise, one_off_plan, public_report
 
@@ -263,7 +264,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             return float(self.delta) / 2.0
         return 0.0
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, unit_ids=None):
         """Fix the categories: public, or selected under differential privacy.
 
         Parameters
@@ -272,11 +273,18 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         y : None
             Ignored.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : object
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         X = self._check_X(X, reset=True)
         n_features = X.shape[1]
         self.noisy_counts_ = None

@@ -14,6 +14,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from .._base import reject_unit_ids
 from ..privacy import Release
 from ._base import DPPreprocessorMixin, add_noise, feature_pairs, one_off_plan, public_report
 from ._encoder import column_codes, counts_release
@@ -352,7 +353,7 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         return checked
 
     # ------------------------------------------------------------------- fit
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, unit_ids=None):
         """Learn the value imputed in each feature.
 
         Parameters
@@ -362,11 +363,18 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         y : None
             Ignored.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : object
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         X = self._check_X(X, reset=True)
         self._check_settings()
         n_features = X.shape[1]

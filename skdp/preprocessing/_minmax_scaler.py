@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._base import reject_unit_ids
 from ._base import (
     BaseDPScaler,
     feature_pairs,
@@ -120,7 +121,7 @@ class DPMinMaxScaler(BaseDPScaler):
         """Public bounds read nothing from the data."""
         return self.bounds is None
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, unit_ids=None):
         """Set the bounds: public, privately estimated, or (leaking) read.
 
         Parameters
@@ -129,11 +130,18 @@ class DPMinMaxScaler(BaseDPScaler):
         y : None
             Ignored.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : object
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         low_out, high_out = self.feature_range
         if not low_out < high_out:
             raise ValueError(

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from .._base import reject_unit_ids
 from ..privacy import Release
 from ._base import (
     BaseDPScaler,
@@ -153,7 +154,7 @@ class DPStandardScaler(BaseDPScaler):
         self.clip = clip
         self.random_state = random_state
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, unit_ids=None):
         """Release the noisy moments of ``X``.
 
         Parameters
@@ -162,11 +163,18 @@ class DPStandardScaler(BaseDPScaler):
         y : None
             Ignored.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : object
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         X, n_features, names = self._validate_fit_data(X)
         self._check_range_source()
         private_range = self.bounds is None and self.data_range is not None

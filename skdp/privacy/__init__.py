@@ -61,9 +61,15 @@ from ._plan import (
     silo_summary,
 )
 from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
-from ._sampling import PoissonSampler, bernoulli_split
+from ._sampling import PoissonSampler, UnitSampler, bernoulli_split, make_sampler
 from ._spent import spent
-from ._weights import balanced_class_weights, record_weight_factors, weigh
+from ._weights import (
+    UnitBounds,
+    balanced_class_weights,
+    bound_units,
+    record_weight_factors,
+    weigh,
+)
 
 __all__ = [
     "BatchReleases",
@@ -88,6 +94,10 @@ __all__ = [
     "clipped_module_diff_sum",
     "clipped_module_sum",
     "balanced_class_weights",
+    "bound_units",
+    "make_sampler",
+    "UnitBounds",
+    "UnitSampler",
     "record_weight_factors",
     "weigh",
     "gaussian_noise",

@@ -351,6 +351,11 @@ class PrivacyReport:
         The one-off releases before training (one Gaussian event).
     step_events : tuple of dp_accounting.DpEvent
         One step's event of each batch.
+    privacy_unit : str
+        What epsilon is about: ``"record"`` (add or remove one record), or
+        ``"unit (max_records_per_unit=k)"`` when a fit was given
+        ``unit_ids`` (add or remove one unit with all its records; see
+        :ref:`units`).
 
     Notes
     -----
@@ -382,6 +387,7 @@ class PrivacyReport:
     joint_noise_multipliers: tuple = ()
     initial_event: object = None
     step_events: tuple = ()
+    privacy_unit: str = "record"
 
     @property
     def private(self):
@@ -452,6 +458,13 @@ class PrivacyReport:
             return [f"training: {lines[0]}"]
         return [f"training, batch {i}: {line}" for i, line in enumerate(lines)]
 
+    def _neighbours(self):
+        """The neighbouring relation in words, naming the privacy unit."""
+        text = _NEIGHBOURS.get(self.neighboring, str(self.neighboring))
+        if self.privacy_unit == "record":
+            return text
+        return text.replace("one record", f"one {self.privacy_unit} with all its records")
+
     def summary(self):
         """A short, readable account of the report, several lines of text.
 
@@ -473,7 +486,7 @@ class PrivacyReport:
         lines = [
             head,
             f"  accountant: {self.accountant}; neighbouring datasets: "
-            f"{_NEIGHBOURS.get(self.neighboring, self.neighboring)}",
+            f"{self._neighbours()}",
         ]
         rows = self._release_rows()
         if not rows:
@@ -528,7 +541,7 @@ class PrivacyReport:
         head = (f"<strong>PrivacyReport</strong>: {esc(status)}; "
                 f"epsilon = {esc(_fmt(self.epsilon))}, delta = {esc(_fmt(self.delta))}<br>"
                 f"accountant: {esc(str(self.accountant))}; neighbouring datasets: "
-                f"{esc(_NEIGHBOURS.get(self.neighboring, str(self.neighboring)))}")
+                f"{esc(self._neighbours())}")
         cells = ("release", "mechanism", "sensitivity", "noise std", "noise multiplier")
         header = "".join(f"<th>{esc(c)}</th>" for c in cells)
         body = []
@@ -595,6 +608,10 @@ def compose_reports(earlier, later):
     >>> two.epsilon == compute_epsilon(two.dp_event, 1e-5)
     True
     """
+    if earlier.privacy_unit != later.privacy_unit and not (
+            earlier.privacy_unit.startswith("unit") and later.privacy_unit.startswith("unit")):
+        # one of the fits bounds only records: so does their composition
+        later = replace(later, privacy_unit="record")
     if not (earlier.private and later.private):
         return replace(later, epsilon=np.inf, dp_event=None, initial_event=None)
     event = dpa.ComposedDpEvent([earlier.dp_event, later.dp_event])
@@ -630,7 +647,15 @@ class ReleasePlan:
     neighboring : {"add_remove", "replace"}, default="add_remove"
     accountant : {"pld", "rdp"}, default="pld"
     n_records : int or None, default=None
-        Record count, needed by batches given by ``batch_size``.
+        Record count, needed by batches given by ``batch_size``: the number
+        of units when the privacy unit is not a record.
+    privacy_unit : str, default="record"
+        What the plan's sensitivities and sampling rates are about, named in
+        the report (:attr:`PrivacyReport.privacy_unit`): ``"record"``, or
+        ``"unit (max_records_per_unit=k)"`` when each unit's contribution to
+        every release is bounded like a record's and units are Poisson
+        sampled (:func:`~skdp.privacy.bound_units`,
+        :class:`~skdp.privacy.UnitSampler`).
 
     Examples
     --------
@@ -656,6 +681,7 @@ class ReleasePlan:
     neighboring: str = "add_remove"
     accountant: str = "pld"
     n_records: int = None
+    privacy_unit: str = "record"
 
     def __post_init__(self):
         batches = (self.batches,) if isinstance(self.batches, BatchReleases) else tuple(self.batches)
@@ -749,6 +775,7 @@ class ReleasePlan:
             joint_noise_multipliers=joints,
             initial_event=initial_event,
             step_events=step_events,
+            privacy_unit=self.privacy_unit,
         )
 
     # ----------------------------------------------------------- reports
@@ -759,6 +786,7 @@ class ReleasePlan:
             epsilon=np.inf, delta=float(delta), dp_event=None, accountant=self.accountant,
             neighboring=self.neighboring, noise=dict.fromkeys(names),
             steps=tuple(b.steps for b in self.batches), sampling_rates=self.sampling_rates(),
+            privacy_unit=self.privacy_unit,
         )
 
     def account(self, noise, delta, *, steps=None):

@@ -1,10 +1,12 @@
-"""Poisson subsampling of training rows, and the split of records into two
+"""Poisson subsampling of training rows (or of privacy units, each with all
+its kept records), and the split of records into two
 parts by a coin per record, driven by a ``torch.Generator`` or a
 :class:`~skdp.privacy.SecureGenerator`."""
 
 import math
 from numbers import Integral, Real
 
+import numpy as np
 import torch
 
 from ._random import uniform_
@@ -59,6 +61,12 @@ class PoissonSampler:
             done += size
 
     def _chunk(self, n_steps):
+        indices, counts = self._flat_chunk(n_steps)
+        return indices.split(counts)
+
+    def _flat_chunk(self, n_steps):
+        """The indices of ``n_steps`` batches, concatenated, and the size of
+        each batch (a list: one host synchronisation per chunk)."""
         n, q = self.n_samples, self.sampling_rate
         device = self.generator.device
         mean = n * q
@@ -71,7 +79,7 @@ class PoissonSampler:
         selected = positions <= n
         counts = selected.sum(1).tolist()
         indices = positions[selected].long() - 1
-        return indices.split(counts)
+        return indices, counts
 
     def _geometric_gaps(self, n_steps, width, device):
         """Geometric(q) variables on {1, 2, ...} by inversion, in float64.
@@ -87,6 +95,108 @@ class PoissonSampler:
         # bit-identical to taking log1p(-V) of the torch.rand value V = 1 - U.
         gaps = torch.log1p(u.sub_(1.0))
         return gaps.div_(math.log1p(-self.sampling_rate)).floor_().add_(1.0)
+
+
+class UnitSampler:
+    """Poisson-subsampled batches of privacy units, each with all its kept
+    records.
+
+    Each of the ``n_units`` units enters each batch independently with
+    probability ``sampling_rate`` (a :class:`PoissonSampler` over units, the
+    sampling of the accountant's ``PoissonSampledDpEvent`` with units in
+    place of records), and brings every record it kept
+    (:func:`~skdp.privacy.bound_units`): the records of a unit are always
+    together in a batch. Units are expanded to record indices through a
+    CSR layout built once, a chunk of steps at a time, without a Python loop
+    over units. Sums are divided by the expected number of *units*,
+    ``sampling_rate * n_units``.
+
+    Parameters
+    ----------
+    units : UnitBounds
+        From :func:`~skdp.privacy.bound_units`.
+    sampling_rate : float
+        Inclusion probability of a unit, in (0, 1].
+    generator : torch.Generator or SecureGenerator
+    chunk_steps : int, default=256
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import UnitSampler, bound_units
+    >>> g = torch.Generator().manual_seed(0)
+    >>> units = bound_units([0, 0, 1, 1, 1, 2], 3, 2, g)
+    >>> sampler = UnitSampler(units, 0.5, g)
+    >>> sampler.n_units, sampler.expected_batch
+    (3, 1.5)
+    >>> all(b.numel() in (0, 1, 2, 3, 4, 5) for b in sampler.batches(4))
+    True
+    """
+
+    def __init__(self, units, sampling_rate, generator, *, chunk_steps=256):
+        self.units = PoissonSampler(units.n_units, sampling_rate, generator,
+                                    chunk_steps=chunk_steps)
+        self.n_units = units.n_units
+        self.sampling_rate = float(sampling_rate)
+        device = generator.device
+        kept = np.flatnonzero(units.kept)
+        # kept records grouped by unit (stable: record order within a unit)
+        records = kept[np.argsort(units.codes[kept], kind="stable")]
+        sizes = np.bincount(units.codes[kept], minlength=units.n_units)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        self.records = torch.as_tensor(records, dtype=torch.int64, device=device)
+        self.sizes = torch.as_tensor(sizes, dtype=torch.int64, device=device)
+        self.offsets = torch.as_tensor(offsets, dtype=torch.int64, device=device)
+
+    @property
+    def expected_batch(self):
+        """The expected number of units in a batch (public)."""
+        return self.sampling_rate * self.n_units
+
+    def batches(self, n_steps):
+        """Yield ``n_steps`` index tensors of records (int64, possibly empty)."""
+        done, chunk = 0, self.units.chunk_steps
+        while done < n_steps:
+            size = min(chunk, n_steps - done)
+            yield from self._chunk(size)
+            done += size
+
+    def _chunk(self, n_steps):
+        units, unit_counts = self.units._flat_chunk(n_steps)
+        lengths = self.sizes.index_select(0, units)
+        ends = lengths.cumsum(0)
+        # records per step: the sums of the lengths of each step's units
+        bounds = torch.as_tensor(np.cumsum([0] + unit_counts), device=units.device)
+        padded = torch.cat([ends.new_zeros(1), ends])
+        per_step = (padded[bounds[1:]] - padded[bounds[:-1]]).tolist()
+        total = int(sum(per_step))
+        starts = self.offsets.index_select(0, units)
+        # position j of the expansion belongs to unit u(j): its record is
+        # records[offsets[u] + j - (ends[u] - lengths[u])]
+        shift = torch.repeat_interleave(starts - (ends - lengths), lengths, output_size=total)
+        positions = torch.arange(total, device=units.device) + shift
+        return self.records.index_select(0, positions).split(per_step)
+
+
+def make_sampler(n_samples, sampling_rate, generator, units=None):
+    """The sampler of a trainer: :class:`PoissonSampler` over the records,
+    or :class:`UnitSampler` over the units of ``units`` (a
+    :class:`~skdp.privacy.UnitBounds`) when it is not None.
+
+    Returns ``(sampler, expected_batch)``: sums are divided by the expected
+    batch, ``sampling_rate * n_samples`` records or ``sampling_rate *
+    n_units`` units (public either way).
+
+    >>> import torch
+    >>> from skdp.privacy import make_sampler
+    >>> sampler, expected = make_sampler(1000, 0.1, torch.Generator().manual_seed(0))
+    >>> type(sampler).__name__, expected
+    ('PoissonSampler', 100.0)
+    """
+    if units is None:
+        return PoissonSampler(n_samples, sampling_rate, generator), sampling_rate * n_samples
+    sampler = UnitSampler(units, sampling_rate, generator)
+    return sampler, sampler.expected_batch
 
 
 def bernoulli_split(n_samples, fraction, generator):

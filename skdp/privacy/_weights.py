@@ -12,9 +12,16 @@ most ``a_i`` times its bound, so every sensitivity -- and with it the noise
 and the accountant's epsilon -- is the one of the unweighted fit, whatever
 the weights. Poisson sampling stays per record.
 
+:func:`bound_units` bounds the contribution of a privacy unit (a person
+with many records) by the same factors: at most ``max_records_per_unit``
+records of a unit are kept, each with the factor ``1 / min(|u|, k)``, so the
+factors of a unit sum to 1 and a unit moves each sum as one record does.
+
 :func:`balanced_class_weights` turns (noisy) class counts into the weights
 of ``class_weight="balanced"`` (post-processing of an accounted release).
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -100,3 +107,97 @@ def balanced_class_weights(counts):
     counts = np.maximum(np.asarray(counts, dtype=np.float64), 1.0)
     weights = counts.sum() / (len(counts) * counts)
     return np.maximum(weights, weights.max() / BALANCED_MAX_RATIO)
+
+
+# ------------------------------------------------------- privacy units
+@dataclass(frozen=True)
+class UnitBounds:
+    """The records each privacy unit keeps, and their weight factors.
+
+    Built once per fit by :func:`bound_units`; the fit's sampler
+    (:class:`~skdp.privacy.UnitSampler`) and record weights are made from it.
+
+    Attributes
+    ----------
+    codes : ndarray of int64, shape (n_records,)
+        Unit of each record, in ``0 .. n_units - 1``.
+    n_units : int
+        Number of units (public, like the number of records of a record-level
+        fit).
+    max_records : int
+        The public bound ``k = max_records_per_unit``.
+    kept : ndarray of bool, shape (n_records,)
+        The records kept: at most ``k`` of each unit, a uniform random subset
+        drawn independently of the records' values.
+    factors : ndarray of float64, shape (n_records,)
+        ``1 / min(|u|, k)`` for a kept record of unit ``u``, 0 for a dropped
+        one: the factors of a unit sum to 1.
+    """
+
+    codes: np.ndarray
+    n_units: int
+    max_records: int
+    kept: np.ndarray
+    factors: np.ndarray
+
+    @property
+    def description(self):
+        """The privacy unit as reports name it."""
+        return f"unit (max_records_per_unit={self.max_records})"
+
+
+def bound_units(codes, n_units, max_records, generator):
+    """Bound each unit's contribution: keep at most ``max_records`` of its
+    records, chosen at random, and give each kept record the factor
+    ``1 / min(|u|, max_records)``.
+
+    Every released sum of a fit adds a record's clipped (or bounded)
+    contribution times its factor (:func:`weigh`, the backends'
+    ``record_weights``), so a whole unit moves it by at most the bound of one
+    record: the sensitivities of a record-level plan hold with units in
+    place of records. The subset of a unit depends only on how many records
+    it has and on uniforms drawn for them (``max_records`` smallest of one
+    uniform key per record), independently of other units and of the
+    values; it is drawn once for the fit, so adding or removing a unit
+    changes no other unit's subset in distribution.
+
+    Parameters
+    ----------
+    codes : array-like of int, shape (n_records,)
+        Unit of each record, in ``0 .. n_units - 1``.
+    n_units : int
+    max_records : int
+        At least 1.
+    generator : torch.Generator or SecureGenerator
+
+    Returns
+    -------
+    UnitBounds
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import bound_units
+    >>> units = bound_units([0, 0, 0, 1, 2, 2], 3, 2, torch.Generator().manual_seed(0))
+    >>> int(units.kept.sum()), units.factors.tolist()[3], sorted(set(units.factors[:3].tolist()))
+    (5, 1.0, [0.0, 0.5])
+    """
+    import torch
+
+    from ._random import uniform_
+
+    if not (isinstance(max_records, (int, np.integer)) and max_records >= 1):
+        raise ValueError(f"max_records must be an integer >= 1, got {max_records!r}.")
+    codes = np.asarray(codes, dtype=np.int64)
+    n = codes.shape[0]
+    keys = torch.empty(n, dtype=torch.float64, device=generator.device)
+    keys = uniform_(keys, generator).cpu().numpy()
+    order = np.lexsort((keys, codes))  # by unit, then by key
+    sizes = np.bincount(codes, minlength=int(n_units))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - starts[codes[order]]
+    kept = rank < max_records
+    factors = np.where(kept, 1.0 / np.minimum(sizes, max_records)[codes], 0.0)
+    return UnitBounds(codes=codes, n_units=int(n_units), max_records=int(max_records),
+                      kept=kept, factors=factors)

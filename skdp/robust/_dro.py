@@ -11,7 +11,7 @@ from scipy.optimize import brentq
 from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import BaseDPClassifier, BaseDPRegressor
+from .._base import BaseDPClassifier, BaseDPRegressor, reject_unit_ids
 from ..privacy import BatchReleases, PrivacyBudgetError, Release, ReleasePlan
 from ._divergences import DIVERGENCES, make_divergence
 from ._losses import CrossEntropyLoss, SquaredLoss
@@ -754,7 +754,7 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         self.warm_start = warm_start
         self.calibration = calibration
 
-    def fit(self, X, y, *, sensitive_features=None, sample_weight=None):
+    def fit(self, X, y, *, sensitive_features=None, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget.
 
         Parameters
@@ -770,11 +770,18 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : DPDROClassifier
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         previous = self._previous_fit()
         X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
         self._check_warm_start(previous)
@@ -926,7 +933,7 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
 
-    def fit(self, X, y, *, sample_weight=None):
+    def fit(self, X, y, *, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget.
 
         Parameters
@@ -940,11 +947,18 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : DPDRORegressor
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         previous = self._previous_fit()
         X, y = self._validate_regression_data(X, y)
         self._check_warm_start(previous)

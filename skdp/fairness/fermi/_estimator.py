@@ -9,7 +9,12 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..._base import BaseDPClassifier, _is_balanced, split_sensitive_columns
+from ..._base import (
+    BaseDPClassifier,
+    _is_balanced,
+    reject_unit_ids,
+    split_sensitive_columns,
+)
 from ..._groups import _is_dataframe, encode_groups, select_columns
 from ...privacy import compose_reports, silo_summary
 from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
@@ -439,7 +444,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.warm_start = warm_start
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y, *, sensitive_features=None, silo_ids=None, sample_weight=None):
+    def fit(self, X, y, *, sensitive_features=None, silo_ids=None, sample_weight=None, unit_ids=None):
         """Train under each silo's (epsilon, delta) budget.
 
         Parameters
@@ -462,11 +467,18 @@ class DPFERMIClassifier(BaseDPClassifier):
             request it with ``set_fit_request(sample_weight=True)``.
             Needs ``engine="inprocess"``.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : DPFERMIClassifier
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         self._check_engine()
         previous = self._previous_fit()
         X, from_column = self._pop_silo_column(X)

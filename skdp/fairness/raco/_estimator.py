@@ -11,7 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from ..._base import BaseDPClassifier, split_sensitive_columns
+from ..._base import BaseDPClassifier, reject_unit_ids, split_sensitive_columns
 from ..._groups import encode_groups
 from ...privacy import (
     BatchReleases,
@@ -566,7 +566,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.calibration = calibration
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y, *, sensitive_features=None, sample_weight=None):
+    def fit(self, X, y, *, sensitive_features=None, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget subject to the constraints.
 
         Parameters
@@ -584,11 +584,18 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
+        unit_ids : None
+            Not supported yet: this estimator's guarantee is per record, and
+            any value but None raises
+            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
+            :ref:`units`).
+
         Returns
         -------
         self : DPRateConstrainedClassifier
         """
         self._validate_params()
+        reject_unit_ids(self, unit_ids)
         for stale in ("training_epsilon_", "checkpoint_step_"):
             self.__dict__.pop(stale, None)
         previous = self._previous_fit()

@@ -1,0 +1,310 @@
+"""Privacy units (``unit_ids``): contribution bounding, unit sampling, the
+report, routing, and the errors of estimators that do not support them."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import sklearn
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skdp import (
+    DPBilevelLogisticRegression,
+    DPBilevelRidge,
+    DPDROClassifier,
+    DPDRORegressor,
+    DPFERMIClassifier,
+    DPRateConstrainedClassifier,
+    DPSGDClassifier,
+    DPSGDRegressor,
+)
+from skdp._base import _target_histogram
+from skdp._calibration import calibration_counts
+from skdp.exceptions import UnitPrivacyNotAvailableError
+from skdp.model_selection import PrivateGridSearchCV
+from skdp.models import CrossEntropyHead, make_backend
+from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
+from skdp.privacy import UnitSampler, bound_units, compute_epsilon, make_sampler
+
+FAST = dict(max_steps=30, random_state=0)
+
+
+def _data(n=600, n_units=60, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=n) > 0).astype(int)
+    units = rng.integers(0, n_units, n)
+    return X, y, units
+
+
+# ------------------------------------------------ contribution bounding
+@st.composite
+def panels(draw):
+    """Units with 1..300 records (far above k), extreme features, a k, and
+    the unit to add or remove."""
+    sizes = draw(st.lists(st.integers(1, 300), min_size=2, max_size=5))
+    k = draw(st.sampled_from([1, 2, 5]))
+    scale = draw(st.sampled_from([1.0, 1e3, 1e12]))
+    seed = draw(st.integers(0, 2**16))
+    removed = draw(st.integers(0, len(sizes) - 1))
+    return sizes, k, scale, seed, removed
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y, _ = _data()
+    return DPSGDClassifier(epsilon=None, max_steps=20, random_state=0).fit(X, y)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(panels())
+def test_one_unit_moves_every_release_by_at_most_its_sensitivity(fitted, panel):
+    sizes, k, scale, seed, removed = panel
+    rng = np.random.default_rng(seed)
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    n = len(codes)
+    X = rng.normal(size=(n, 3)) * scale
+    y = rng.integers(0, 2, n)
+    units = bound_units(codes, len(sizes), k, torch.Generator().manual_seed(seed))
+    factors = units.factors
+    # every unit's factors sum to 1, over at most k records
+    assert np.allclose(np.bincount(codes, weights=factors), 1.0)
+    assert np.bincount(codes, weights=units.kept).max() <= k
+    present = codes != removed  # the neighbour without the unit (others' subsets unchanged)
+
+    # the clipped, weighted gradient sum of a step that samples every unit
+    C = 1.5
+    backend = make_backend(torch.as_tensor(X, dtype=torch.float32), 2, None)
+    with torch.no_grad():
+        backend.weights.normal_(generator=torch.Generator().manual_seed(seed))
+    backend.record_weights = torch.as_tensor(factors, dtype=torch.float32)
+    onehot_t = torch.nn.functional.one_hot(torch.as_tensor(y), 2).float().T
+
+    def grad_sum(idx):
+        idx = torch.as_tensor(idx, dtype=torch.int64)
+        batch, logits = backend.forward(idx)
+        sums, _ = backend.clipped_grad_sum(idx, batch, logits, CrossEntropyHead(),
+                                           (onehot_t.index_select(1, idx),), C)
+        return torch.cat([s.reshape(-1) for s in sums]).double()
+
+    kept = np.flatnonzero(units.kept)
+    diff = grad_sum(kept) - grad_sum(kept[present[kept]])
+    assert float(diff.norm()) <= C * (1 + 1e-4)
+
+    # the model check: weighted (group, true, predicted) counts and loss sum
+    captured = {}
+    check = fitted
+    original = check._judge_model
+    check._judge_model = lambda loss_sum, std: captured.setdefault("loss", []).append(loss_sum)
+    try:
+        for mask in (np.ones(n, bool), present):
+            sub = SimpleNamespace(y_codes=y[mask], group_codes=None,
+                                  units=SimpleNamespace(factors=factors[mask]))
+            report = SimpleNamespace(private=False, noise={})
+            check._check_model(X[mask], report, None, sub)
+            captured.setdefault("counts", []).append(check.prediction_counts_.ravel().copy())
+    finally:
+        check._judge_model = original
+    counts_diff = captured["counts"][0] - captured["counts"][1]
+    loss_diff = (captured["loss"][0] - captured["loss"][1]) / 10.0  # divided by the loss bound
+    assert math.hypot(np.linalg.norm(counts_diff), loss_diff) <= math.sqrt(2) * (1 + 1e-9)
+
+    # the calibration counts and the regressors' target-scale histogram
+    scores = X[:, 0]
+    cal = calibration_counts(scores, y, factors) - calibration_counts(
+        scores[present], y[present], factors[present])
+    assert np.linalg.norm(cal) <= 1 + 1e-9
+    target = X[:, 1]
+    hist = _target_histogram(target, factors) - _target_histogram(target[present], factors[present])
+    assert np.linalg.norm(hist) <= 1 + 1e-9
+
+
+def test_subset_is_random_and_independent_of_values():
+    codes = np.zeros(100, np.int64)
+    picks = np.zeros(100)
+    for seed in range(200):
+        picks += bound_units(codes, 1, 10, torch.Generator().manual_seed(seed)).kept
+    # each record is kept with probability k / |u| = 0.1
+    assert abs(picks.mean() / 200 - 0.1) < 1e-12
+    assert picks.min() > 0 and picks.max() < 60
+
+
+# ---------------------------------------------------------------- sampler
+def test_unit_sampler_keeps_units_together_and_samples_at_rate_q():
+    rng = np.random.default_rng(0)
+    n_units, q, steps = 400, 0.1, 300
+    codes = np.repeat(np.arange(n_units), rng.integers(1, 20, n_units))
+    rng.shuffle(codes)
+    units = bound_units(codes, n_units, 4, torch.Generator().manual_seed(0))
+    sampler = UnitSampler(units, q, torch.Generator().manual_seed(1), chunk_steps=64)
+    assert sampler.expected_batch == pytest.approx(q * n_units)
+    kept_count = np.bincount(codes[units.kept], minlength=n_units)
+    inclusions = np.zeros(n_units)
+    n_batches = 0
+    for idx in sampler.batches(steps):
+        idx = idx.numpy()
+        n_batches += 1
+        assert units.kept[idx].all()  # only kept records
+        assert len(np.unique(idx)) == len(idx)
+        present = np.bincount(codes[idx], minlength=n_units)
+        sampled = present > 0
+        # a sampled unit brings all its kept records
+        assert np.array_equal(present[sampled], kept_count[sampled])
+        inclusions += sampled
+    assert n_batches == steps
+    rate = inclusions / steps
+    assert abs(rate.mean() - q) < 0.005
+    assert abs(inclusions.sum() / steps - q * n_units) < 2.0
+
+
+def test_make_sampler_factory():
+    g = torch.Generator().manual_seed(0)
+    sampler, expected = make_sampler(100, 0.2, g)
+    assert type(sampler).__name__ == "PoissonSampler" and expected == pytest.approx(20.0)
+    units = bound_units(np.arange(100) % 10, 10, 3, g)
+    sampler, expected = make_sampler(100, 0.2, g, units)
+    assert isinstance(sampler, UnitSampler) and expected == pytest.approx(2.0)
+
+
+# ----------------------------------------------------------- estimators
+@pytest.mark.parametrize("Estimator", [DPSGDClassifier, DPSGDRegressor])
+def test_epsilon_from_event_and_report_names_the_unit(Estimator):
+    X, y, units = _data()
+    est = Estimator(epsilon=2.0, max_records_per_unit=4, **FAST).fit(X, y, unit_ids=units)
+    assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
+    assert est.epsilon_ <= 2.0
+    assert est.n_units_ == 60
+    assert est.privacy_report_.privacy_unit == "unit (max_records_per_unit=4)"
+    assert "one unit (max_records_per_unit=4) with all its records" in est.privacy_report_.summary()
+    # "auto" batch size and the rate are over units
+    assert est.sampling_rate_ == pytest.approx(est.batch_size_ / 60, rel=0.05)
+
+
+def test_without_unit_ids_nothing_changes():
+    X, y, _ = _data()
+    a = DPSGDClassifier(**FAST).fit(X, y)
+    b = DPSGDClassifier(max_records_per_unit=1, **FAST).fit(X, y)
+    assert np.array_equal(a.coef_, b.coef_) and a.epsilon_ == b.epsilon_
+    assert a.privacy_report_.privacy_unit == "record" and a.n_units_ is None
+    assert "add or remove one record" in a.privacy_report_.summary()
+
+
+def test_singleton_units_spend_like_records():
+    X, y, _ = _data()
+    a = DPSGDClassifier(**FAST).fit(X, y)
+    b = DPSGDClassifier(**FAST).fit(X, y, unit_ids=np.arange(len(y)))
+    assert a.noise_multiplier_ == b.noise_multiplier_ and a.epsilon_ == b.epsilon_
+    assert a.sampling_rate_ == b.sampling_rate_
+
+
+def test_unit_fit_is_reproducible_and_learns():
+    X, y, units = _data(n=2000, n_units=400)
+    a = DPSGDClassifier(epsilon=8.0, random_state=0).fit(X, y, unit_ids=units)
+    b = DPSGDClassifier(epsilon=8.0, random_state=0).fit(X, y, unit_ids=units)
+    assert np.array_equal(a.coef_, b.coef_)
+    assert a.score(X, y) > 0.75
+
+
+def test_warm_start_names_the_weaker_unit():
+    X, y, units = _data()
+    est = DPSGDClassifier(warm_start=True, **FAST).fit(X, y, unit_ids=units)
+    est.fit(X, y, unit_ids=units)
+    assert est.privacy_report_.privacy_unit.startswith("unit")
+    est.fit(X, y)  # a record-level continuation: the whole is per record
+    assert est.privacy_report_.privacy_unit == "record"
+    assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
+
+
+def test_balanced_class_weights_with_units():
+    X, y, units = _data()
+    est = DPSGDClassifier(class_weight="balanced", **FAST).fit(X, y, unit_ids=units)
+    assert est.epsilon_ <= 1.0 and np.all(est.class_weight_ > 0)
+
+
+def test_routing_on_pipeline_and_search():
+    X, y, units = _data()
+    with sklearn.config_context(enable_metadata_routing=True):
+        pipe = Pipeline([("scale", StandardScaler()), ("clf", DPSGDClassifier(**FAST))])
+        pipe.fit(X, y, unit_ids=units)
+        assert pipe[-1].n_units_ == 60
+        search = GridSearchCV(DPSGDClassifier(**FAST), {"max_records_per_unit": [1, 4]}, cv=2)
+        search.fit(X, y, unit_ids=units)
+        assert search.best_estimator_.n_units_ == 60
+        reg = Pipeline([("scale", StandardScaler()), ("reg", DPSGDRegressor(**FAST))])
+        reg.fit(X, X[:, 0], unit_ids=units)
+        assert reg[-1].n_units_ == 60
+        # a private preprocessing step cannot bound units: it says so
+        pipe = Pipeline([("scale", DPStandardScaler(bounds=(-5, 5))),
+                         ("clf", DPSGDClassifier(**FAST))])
+        with pytest.raises(UnitPrivacyNotAvailableError, match="DPStandardScaler"):
+            pipe.fit(X, y, unit_ids=units)
+
+
+@pytest.mark.parametrize("column", ["person", 1])
+def test_routing_off_unit_column(column):
+    X, y, units = _data()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame.insert(1, "person", units)
+    est = DPSGDClassifier(unit_column=column, **FAST).fit(frame, y)
+    assert est.n_units_ == 60 and est.n_features_in_ == 3
+    without = frame.drop(columns="person")
+    if isinstance(column, str):
+        assert list(est.feature_names_in_) == ["a", "b", "c"]
+        assert np.array_equal(est.predict(frame), est.predict(without))
+    else:
+        assert np.array_equal(est.predict(frame.to_numpy()), est.predict(without.to_numpy()))
+    reg = DPSGDRegressor(unit_column=column, **FAST).fit(frame, X[:, 0])
+    assert reg.n_units_ == 60
+    # with sensitive columns too (positions of the original X)
+    both = DPSGDClassifier(unit_column=1, sensitive_columns=3, **FAST).fit(frame.to_numpy(), y)
+    assert both.n_features_in_ == 2 and both.n_units_ == 60
+
+
+def test_clear_errors():
+    X, y, units = _data()
+    with pytest.raises(ValueError, match="unit_ids"):
+        DPSGDClassifier(**FAST).fit(X, y, unit_ids=units[:-1])
+    bad = units.astype(float)
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="unit_ids"):
+        DPSGDClassifier(**FAST).fit(X, y, unit_ids=bad)
+    with pytest.raises(ValueError, match="max_records_per_unit"):
+        DPSGDClassifier(max_records_per_unit=0, **FAST).fit(X, y, unit_ids=units)
+    with pytest.raises(ValueError, match="unit_column"):
+        DPSGDClassifier(unit_column="nope", **FAST).fit(pd.DataFrame(X, columns=list("abc")), y)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (DPRateConstrainedClassifier(), "clf"),
+    lambda: (DPFERMIClassifier(), "clf"),
+    lambda: (DPDROClassifier(), "clf"),
+    lambda: (DPDRORegressor(), "reg"),
+    lambda: (DPBilevelLogisticRegression(), "clf"),
+    lambda: (DPBilevelRidge(), "reg"),
+    lambda: (DPStandardScaler(), "X"),
+    lambda: (DPMinMaxScaler(), "X"),
+    lambda: (DPOneHotEncoder(), "X"),
+], ids=lambda make: type(make()[0]).__name__)
+def test_unsupported_estimators_raise(make):
+    X, y, units = _data()
+    est, kind = make()
+    with pytest.raises(UnitPrivacyNotAvailableError, match="not yet available"):
+        if kind == "X":
+            est.fit(X, unit_ids=units)
+        else:
+            est.fit(X, y if kind == "clf" else X[:, 0], unit_ids=units)
+    assert issubclass(UnitPrivacyNotAvailableError, ValueError)
+
+
+def test_private_search_rejects_unit_ids():
+    X, y, units = _data()
+    search = PrivateGridSearchCV(DPSGDClassifier(**FAST), {"max_records_per_unit": [1, 4]})
+    with pytest.raises(UnitPrivacyNotAvailableError):
+        search.fit(X, y, unit_ids=units)
