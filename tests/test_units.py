@@ -33,7 +33,7 @@ from skdp.models import CrossEntropyHead, make_backend
 from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
 from skdp.privacy import UnitSampler, bound_units, compute_epsilon, make_sampler
 
-FAST = dict(max_steps=30, random_state=0)
+FAST = {"max_steps": 30, "random_state": 0}
 
 
 def _data(n=600, n_units=60, seed=0):
