@@ -111,6 +111,18 @@ def split_fit_only_columns(X, sensitive_columns, unit_column):
     return _drop_columns(X, columns), sensitive, np.asarray(units).reshape(-1)
 
 
+#: Default ``max_records_per_unit`` of the estimators that take ``unit_ids``
+#: (chosen on held-out persons of benchmarks/bench_units.py, see
+#: docs/units.rst; the DP-SGD estimators hold the same value).
+MAX_RECORDS_PER_UNIT = 16
+
+#: Parameter constraints of ``max_records_per_unit`` and ``unit_column``.
+UNIT_CONSTRAINTS = {
+    "max_records_per_unit": [Interval(Integral, 1, None, closed="left")],
+    "unit_column": [str, Integral, None],
+}
+
+
 def reject_unit_ids(estimator, unit_ids):
     """A :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` when
     ``unit_ids`` is given to an estimator that cannot bound a unit's
@@ -120,7 +132,8 @@ def reject_unit_ids(estimator, unit_ids):
     raise UnitPrivacyNotAvailableError(
         f"unit_ids were given, but unit-level privacy (epsilon about all records of "
         f"one person or unit) is not yet available for {type(estimator).__name__}: its "
-        "guarantee is per record. Use skdp.DPSGDClassifier or skdp.DPSGDRegressor with "
+        "guarantee is per record. Use skdp.DPSGDClassifier, DPSGDRegressor, "
+        "DPRateConstrainedClassifier, DPDROClassifier or DPDRORegressor with "
         "unit_ids, or bound each unit's records yourself and account for group privacy "
         "(see the documentation page 'Records or persons?')."
     )

@@ -28,10 +28,15 @@ from skdp import (
 from skdp._base import _target_histogram
 from skdp._calibration import calibration_counts
 from skdp.exceptions import UnitPrivacyNotAvailableError
+from skdp.fairness.raco._trainer import RateConstrainedHead, batch_histogram
 from skdp.model_selection import PrivateGridSearchCV
 from skdp.models import CrossEntropyHead, make_backend
 from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
-from skdp.privacy import UnitSampler, bound_units, compute_epsilon, make_sampler
+from skdp.privacy import UnitSampler, bound_units, compute_epsilon, make_sampler, weigh
+from skdp.privacy._clipping import clip_factors
+from skdp.robust._divergences import make_divergence
+from skdp.robust._losses import CrossEntropyLoss
+from skdp.robust._trainer import _clip_scalar, _Problem
 
 FAST = {"max_steps": 30, "random_state": 0}
 
@@ -267,6 +272,199 @@ def test_routing_off_unit_column(column):
     assert both.n_features_in_ == 2 and both.n_units_ == 60
 
 
+# ------------------------------------- RaCO and DRO: a unit's contribution
+def _unit_panel(panel):
+    """Codes, features, labels and bounds of a hypothesis panel, and the
+    record indices of a batch with every unit and of one without ``removed``."""
+    sizes, k, scale, seed, removed = panel
+    rng = np.random.default_rng(seed)
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    n = len(codes)
+    X = rng.normal(size=(n, 3)) * scale
+    y = rng.integers(0, 2, n)
+    units = bound_units(codes, len(sizes), k, torch.Generator().manual_seed(seed))
+    kept = np.flatnonzero(units.kept)
+    without = kept[codes[kept] != removed]
+    backend = make_backend(torch.as_tensor(X, dtype=torch.float32), 2, None)
+    with torch.no_grad():
+        backend.weights.normal_(generator=torch.Generator().manual_seed(seed))
+    backend.record_weights = torch.as_tensor(units.factors, dtype=torch.float32)
+    return rng, X, y, units, backend, [torch.as_tensor(i, dtype=torch.int64)
+                                       for i in (kept, without)]
+
+
+@settings(max_examples=15, deadline=None)
+@given(panels(), st.sampled_from(["hard", "soft"]))
+def test_raco_one_unit_moves_every_release_by_at_most_its_sensitivity(panel, dual_rates):
+    """Every release of a RaCO-DP step (histogram, cell counts, clipped
+    count, clipped gradient sum of the Lagrangian) and the one-off cell
+    sizes move by at most one record's sensitivity when a whole unit goes."""
+    rng, _, y, _, backend, batches = _unit_panel(panel)
+    n, n_cells, C = len(y), 3, 2.0
+    cells = torch.as_tensor(rng.integers(0, n_cells + 1, n))  # cell n_cells: no constraint
+    onehot_t = torch.nn.functional.one_hot(torch.as_tensor(y), 2).float().T
+    cells_all_t = torch.nn.functional.one_hot(cells, n_cells + 1).float().T
+    dual = torch.as_tensor(rng.normal(size=(n_cells, 2)) * 5, dtype=torch.float32)
+    head = RateConstrainedHead(2.0, 3.0)
+    out = []
+    for idx in batches:
+        batch, logits_t = backend.forward(idx)
+        cells_t = cells_all_t.index_select(1, idx)
+        w = backend.batch_weights(idx)
+        cells_w = weigh(cells_t, w)
+        hist = batch_histogram(logits_t, cells_w, dual_rates, 2.0)
+        counts = cells_w.sum(1)
+        weights_t = dual.T @ cells_t[:n_cells]
+        sums, sq = backend.clipped_grad_sum(idx, batch, logits_t, head,
+                                            (onehot_t.index_select(1, idx), weights_t), C)
+        clipped = weigh((sq > C * C).float(), w).sum()
+        sizes = torch.bincount(cells.index_select(0, idx), weights=w.double(),
+                               minlength=n_cells + 1)  # as _expected_sizes, before q
+        out.append((hist, counts, torch.cat([s.reshape(-1) for s in sums]).double(),
+                    clipped, sizes))
+    (h0, c0, g0, k0, s0), (h1, c1, g1, k1, s1) = out
+    tol = 1 + 1e-5
+    assert float((h0 - h1).abs().sum()) <= tol  # l1: Gaussian and Laplace histograms
+    assert float((c0 - c1).abs().sum()) <= tol
+    assert float((g0 - g1).norm()) <= C * (1 + 1e-4)
+    assert abs(float(k0 - k1)) <= tol
+    assert float((s0 - s1).abs().sum()) <= tol
+
+
+@settings(max_examples=15, deadline=None)
+@given(panels(), st.sampled_from(["chi2", "kl", "cressie_read"]))
+def test_dro_one_unit_moves_every_release_by_at_most_its_sensitivity(panel, divergence):
+    """The x statistic (weights up to W), the dual statistics of the three
+    algorithms, anchors and differences, move by at most their bounds when a
+    whole unit goes."""
+    rng, _, y, units, backend, batches = _unit_panel(panel)
+    B, lam, C, c_d, clip_x = 3.0, 0.5, 1.5, 1.0, 0.7
+    div = make_divergence(divergence, alpha=0.2, k=2.0, max_ratio=10.0)
+    W = max(1.0, float(div.weight(torch.tensor(B / lam, dtype=torch.float64))))
+    targets = torch.nn.functional.one_hot(torch.as_tensor(y), 2).float()
+    problem = _Problem(backend, CrossEntropyLoss(), targets,
+                       SimpleNamespace(loss_bound=B, units=units))
+    prev = [p + 0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1))
+            for p in backend.parameters]
+    eta = torch.tensor(float(rng.uniform(0, B)), dtype=torch.float64)
+    out = []
+    for idx in batches:
+        batch, out_t, tgt = problem.batch(idx)
+        lt = problem.capped_losses(out_t, tgt)
+        prev_lt = problem.capped_losses(backend.forward_at(batch, prev), tgt)
+        a = problem.record_weights(idx)
+        w = div.weight((lt - eta) / lam)
+        w_prev = div.weight((prev_lt - eta) / lam)
+        gt = torch.exp((lt - B) / lam)
+        stats = {
+            "x": problem.grad_sum(idx, batch, out_t, tgt, w, C),
+            "x_diff": problem.diff_sum(idx, batch, prev, out_t, backend.forward_at(batch, prev),
+                                       tgt, w, w_prev, torch.tensor(clip_x), C),
+            "eta": weigh(_clip_scalar(1.0 - w, c_d), a).sum(),
+            "s": weigh(gt, a).sum(),
+            "u": weigh(_clip_scalar((B - lt) * gt, c_d), a).sum(),
+        }
+        r = (lt - eta) / lam
+        d_eta, d_lam = 1.0 - w, div.conjugate(r) - r * w
+        factors = weigh(clip_factors((d_eta.square() + d_lam.square()), c_d).double(), a)
+        stats["dual"] = torch.stack([(d_eta * factors).sum(), (d_lam * factors).sum()])
+        out.append({k: (torch.cat([t.reshape(-1) for t in v]) if isinstance(v, (list, tuple))
+                        else v.reshape(-1)).double() for k, v in stats.items()})
+    bounds = {"x": W * C, "x_diff": clip_x, "eta": c_d, "s": 1.0, "u": c_d, "dual": c_d}
+    for name, bound in bounds.items():
+        moved = float((out[0][name] - out[1][name]).norm())
+        assert moved <= bound * (1 + 1e-4), (name, moved, bound)
+
+
+def _fit_kwargs(Estimator, X, y):
+    """Labels and fit arguments of a quick fit of each estimator."""
+    if Estimator is DPRateConstrainedClassifier:
+        return y, {"sensitive_features": (X[:, 1] > 0).astype(int)}
+    if Estimator in (DPDRORegressor, DPSGDRegressor):
+        return X[:, 0], {}
+    return y, {}
+
+
+UNIT_ESTIMATORS = [DPRateConstrainedClassifier, DPDROClassifier, DPDRORegressor]
+
+
+@pytest.mark.parametrize("Estimator", UNIT_ESTIMATORS)
+def test_more_estimators_account_for_units(Estimator):
+    X, y, units = _data()
+    target, kwargs = _fit_kwargs(Estimator, X, y)
+    est = Estimator(epsilon=2.0, max_records_per_unit=4, **FAST).fit(
+        X, target, unit_ids=units, **kwargs)
+    assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
+    assert est.epsilon_ <= 2.0
+    assert est.n_units_ == 60
+    assert est.privacy_report_.privacy_unit == "unit (max_records_per_unit=4)"
+    assert "one unit (max_records_per_unit=4) with all its records" in est.privacy_report_.summary()
+    assert est.sampling_rate_ == pytest.approx(est.batch_size_ / 60, rel=0.05)
+    plain = Estimator(epsilon=2.0, **FAST).fit(X, target, **kwargs)
+    assert plain.n_units_ is None and plain.privacy_report_.privacy_unit == "record"
+
+
+@pytest.mark.parametrize("Estimator", UNIT_ESTIMATORS)
+def test_more_estimators_singleton_units_spend_like_records(Estimator):
+    X, y, _ = _data()
+    target, kwargs = _fit_kwargs(Estimator, X, y)
+    a = Estimator(**FAST).fit(X, target, **kwargs)
+    b = Estimator(**FAST).fit(X, target, unit_ids=np.arange(len(y)), **kwargs)
+    assert a.epsilon_ == b.epsilon_ and a.sampling_rate_ == b.sampling_rate_
+    assert a.privacy_report_.noise == b.privacy_report_.noise
+    if Estimator is DPRateConstrainedClassifier:
+        # one record per unit, factor 1: the same one-off cell sizes
+        assert np.allclose(a.expected_sizes_, b.expected_sizes_, rtol=0.5, atol=5.0)
+
+
+@pytest.mark.parametrize("settings_", [
+    {"algorithm": "double_spider"},
+    {"algorithm": "recursive_spider", "divergence": "kl"},
+    {"algorithm": "dp_sgd", "formulation": "constrained", "divergence": "kl"},
+    {"anchor_batch_size": "full", "algorithm": "double_spider"},
+], ids=["double", "recursive", "dual_sgd_constrained", "full_anchors"])
+def test_dro_algorithms_with_units(settings_):
+    X, y, units = _data()
+    est = DPDROClassifier(max_records_per_unit=3, **settings_, **FAST).fit(X, y, unit_ids=units)
+    assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
+    assert est.epsilon_ <= 1.0 and est.n_units_ == 60
+    if est.anchor_sampling_rate_ is not None and settings_.get("anchor_batch_size") == "full":
+        assert est.anchor_sampling_rate_ == 1.0 and est.anchor_batch_size_ == 60
+
+
+@pytest.mark.parametrize("denominator", ["histogram", "separate_noisy", "expected"])
+def test_raco_denominators_with_units(denominator):
+    X, y, units = _data()
+    s = (X[:, 1] > 0).astype(int)
+    est = DPRateConstrainedClassifier(denominator=denominator, max_records_per_unit=2,
+                                      **FAST).fit(X, y, sensitive_features=s, unit_ids=units)
+    assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
+    assert est.privacy_report_.privacy_unit.startswith("unit")
+    if denominator == "expected":
+        # weighted cell sizes: every unit counts at most once in all cells together
+        assert est.expected_sizes_.shape[0] > 0
+
+
+def test_more_estimators_unit_column_and_routing():
+    X, y, units = _data()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame.insert(1, "person", units)
+    s = (X[:, 1] > 0).astype(int)
+    raco = DPRateConstrainedClassifier(unit_column="person", **FAST).fit(
+        frame, y, sensitive_features=s)
+    assert raco.n_units_ == 60 and raco.n_features_in_ == 3
+    assert np.array_equal(raco.predict(frame), raco.predict(frame.drop(columns="person")))
+    reg = DPDRORegressor(unit_column=1, **FAST).fit(frame.to_numpy(), X[:, 0])
+    assert reg.n_units_ == 60 and reg.n_features_in_ == 3
+    with sklearn.config_context(enable_metadata_routing=True):
+        pipe = Pipeline([("scale", StandardScaler()), ("reg", DPDRORegressor(**FAST))])
+        pipe.fit(X, X[:, 0], unit_ids=units)
+        assert pipe[-1].n_units_ == 60
+        pipe = Pipeline([("scale", StandardScaler()), ("clf", DPDROClassifier(**FAST))])
+        pipe.fit(X, y, unit_ids=units)
+        assert pipe[-1].n_units_ == 60
+
+
 def test_clear_errors():
     X, y, units = _data()
     with pytest.raises(ValueError, match="unit_ids"):
@@ -282,10 +480,7 @@ def test_clear_errors():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: (DPRateConstrainedClassifier(), "clf"),
     lambda: (DPFERMIClassifier(), "clf"),
-    lambda: (DPDROClassifier(), "clf"),
-    lambda: (DPDRORegressor(), "reg"),
     lambda: (DPBilevelLogisticRegression(), "clf"),
     lambda: (DPBilevelRidge(), "reg"),
     lambda: (DPStandardScaler(), "X"),

@@ -11,7 +11,13 @@ from scipy.optimize import brentq
 from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import BaseDPClassifier, BaseDPRegressor, reject_unit_ids
+from .._base import (
+    MAX_RECORDS_PER_UNIT,
+    UNIT_CONSTRAINTS,
+    BaseDPClassifier,
+    BaseDPRegressor,
+    split_fit_only_columns,
+)
 from ..privacy import BatchReleases, PrivacyBudgetError, Release, ReleasePlan
 from ._divergences import DIVERGENCES, make_divergence
 from ._losses import CrossEntropyLoss, SquaredLoss
@@ -78,6 +84,7 @@ _DRO_CONSTRAINTS = {
     "noise": [StrOptions({"calibrated", "paper"})],
     "paper_constant": [Interval(Real, 0, None, closed="neither")],
     "iterate": [StrOptions({"last", "average"})],
+    **UNIT_CONSTRAINTS,
     "init_model": "no_validation",
 }
 
@@ -171,7 +178,7 @@ class _DROMixin:
             )
         return max(1.0, bound)
 
-    def _plan_releases(self, algorithm, n, q_anchor, q_diff, steps):
+    def _plan_releases(self, algorithm, n, q_anchor, q_diff, steps, units=None):
         anchor_names, diff_names = release_names(algorithm, self.formulation)
         W = self._weight_bound(algorithm)
         # the x statistic is sum_i w_i clip(g_i, C) with w_i <= W: sensitivity W C
@@ -196,8 +203,12 @@ class _DROMixin:
                 BatchReleases([release(nm, False) for nm in diff_names], steps=steps - n_anchor,
                               sampling_rate=q_diff, name="differences"),
             ]
+        # with units every per-record term carries the unit factors (a unit
+        # moves each release as one record does); the rates are over units
+        extra = ({} if units is None else
+                 {"n_records": units.n_units, "privacy_unit": units.description})
         return ReleasePlan(batches, initial=self._initial_releases(), neighboring=self.neighboring,
-                           accountant=self.accountant)
+                           accountant=self.accountant, **extra)
 
     def _initial_releases(self):
         return ()
@@ -221,16 +232,22 @@ class _DROMixin:
         return scales
 
     def _fit_dro(self, X, targets, **labels):
-        """Train on validated ``X``; ``targets(report, generator, device)``
-        returns the per-sample target tensor (it may draw the noise of the
-        plan's initial releases)."""
+        """Train on validated ``X``; ``targets(report, generator, device,
+        weights=None)`` returns the per-sample target tensor (it may draw the
+        noise of the plan's initial releases, weighted by the unit factors
+        ``weights`` of a fit with units). ``labels`` may hold ``unit_ids``
+        (or None): the privacy units."""
         self._divergence.name  # validates alpha / k
-        return self._fit_private(X, SimpleNamespace(make_targets=targets, **labels))
+        unit_codes, n_units = self._validated_unit_ids(labels.pop("unit_ids", None), X.shape[0])
+        return self._fit_private(X, SimpleNamespace(make_targets=targets, unit_codes=unit_codes,
+                                                    n_units=n_units, **labels))
 
     # the hooks of BaseDPEstimator._fit_private
     def _plan(self, X, fit, generator):
-        """The schedule (algorithm, batches, steps) and its release plan."""
-        n = X.shape[0]
+        """The schedule (algorithm, batches, steps) and its release plan
+        (with units, over their public number: rates, batch sizes and the
+        algorithm choice are about units)."""
+        n = X.shape[0] if fit.units is None else fit.units.n_units
         fit.algorithm = algorithm = self._resolve_algorithm(n)
         self._check_exponent()
         batch = self._resolve_batch_size(n)
@@ -247,7 +264,7 @@ class _DROMixin:
                 self.epoch_size)
             steps = max(1, int(round(self.max_epochs * n / per_step)))
         fit.n, fit.steps = n, steps
-        return self._plan_releases(algorithm, n, fit.q_anchor, fit.q_diff, steps)
+        return self._plan_releases(algorithm, n, fit.q_anchor, fit.q_diff, steps, fit.units)
 
     def _calibrate(self, plan, fit):
         """The accountant's calibration, or the paper's noise (with a warning
@@ -277,7 +294,9 @@ class _DROMixin:
         return report
 
     def _targets(self, report, generator, device, X_t, fit):
-        return fit.make_targets(report, generator, device).to(device=device, dtype=X_t.dtype)
+        weights = None if fit.units is None else fit.units.factors
+        targets = fit.make_targets(report, generator, device, weights=weights)
+        return targets.to(device=device, dtype=X_t.dtype)
 
     def _train(self, backend, targets, report, generator, fit):
         """The configured algorithm from a (public) warm start; returns
@@ -296,7 +315,7 @@ class _DROMixin:
             learning_rate=self.learning_rate, dual_learning_rate=self.dual_learning_rate,
             momentum=self.momentum, storm_beta=self.storm_beta,
             step_norm_cap=self.step_norm_cap, noise=fit.noise, iterate=self.iterate,
-            verbose=self.verbose,
+            verbose=self.verbose, units=fit.units,
         )
         if getattr(fit, "previous", None) is None:  # warm_start takes precedence
             self._warm_start(backend, targets.shape[1])
@@ -325,6 +344,7 @@ class _DROMixin:
         self.anchor_batch_size_ = None if dp_sgd else fit.n_anchor_batch
         self.history_ = history
         self.noise_multipliers_ = fit.noise
+        self.n_units_ = None if fit.units is None else fit.units.n_units
 
     def _check_anchor_noise(self, algorithm, report, n_anchor_batch):
         name = {"double_spider": "x_anchor", "recursive_spider": "v_anchor"}.get(algorithm)
@@ -478,7 +498,10 @@ _DOC_PARAMS = """
         Privacy budget; ``None`` trains without noise, for reference: the
         per-sample gradients are still clipped (``max_grad_norm=np.inf``
         turns that off) and the weights still capped, so it is the private
-        algorithm without noise, not plain DRO.
+        algorithm without noise, not plain DRO. The guarantee is about one
+        record (add or remove one row), or, with ``fit(unit_ids=...)``,
+        about one unit -- all records of a person -- with at most
+        ``max_records_per_unit`` of them used (see :ref:`units`).
     delta : float, default=1e-5
     max_grad_norm : float, default=1.0 (classifier), 5.0 (regressor)
         Per-sample clipping bound ``C`` of the (unweighted) model gradients;
@@ -598,6 +621,23 @@ _DOC_PARAMS = """
     secure_rng : bool, default=False
     device : str, default="cpu"
     verbose : int, default=0
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit (e.g. a person) that a fit uses. Each unit keeps at most k of its
+        records, a random subset drawn once per fit independently of their
+        values, and each kept record weighs ``1 / min(|u|, k)`` in every
+        per-record term (the x statistic, every clipped dual statistic,
+        anchors and differences alike, and the one-off releases): a unit
+        moves every release by at most the bound of one record. The
+        divergence ball is then over the *unit-weighted* empirical measure
+        (each unit's kept records share one unit of mass), and sums are
+        divided by the expected number of units in a batch. Unused without
+        ``unit_ids``.
+    unit_column : str, int or None, default=None
+        A column of ``X`` (a DataFrame's column name, or a position) that
+        holds the unit ids, for use with metadata routing off; it is removed
+        from the features, and ``predict`` accepts ``X`` with or without it.
+        ``fit(unit_ids=...)`` takes precedence.
 """
 
 
@@ -637,6 +677,10 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
     noise_multipliers_ : dict or None
         Noise multiplier of every release.
     n_iter_ : int
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids`` (public); None without
+        them. With units, ``sampling_rate_`` and ``batch_size_`` (and the
+        anchors') are over units.
     history_ : dict of str to ndarray
         Released quantities per step only (noisy estimates, iterates).
     class_weight_ : ndarray of shape (n_classes,) or None
@@ -707,6 +751,8 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         max_sample_weight=1.0,
         warm_start=False,
         calibration="auto",
+        max_records_per_unit=MAX_RECORDS_PER_UNIT,
+        unit_column=None,
     ):
         self.divergence = divergence
         self.alpha = alpha
@@ -753,6 +799,8 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.calibration = calibration
+        self.max_records_per_unit = max_records_per_unit
+        self.unit_column = unit_column
 
     def fit(self, X, y, *, sensitive_features=None, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget.
@@ -770,29 +818,36 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id; any hashable,
+            no missing values). When given, epsilon and delta are about
+            adding or removing *all* records of one unit: each unit keeps at
+            most ``max_records_per_unit`` of its records (drawn at random
+            once per fit), each weighted ``1 / min(|u|, max_records_per_unit)``
+            in every per-record term; anchors and difference batches are
+            Poisson samples of units, sums are divided by the expected number
+            of units, and the divergence ball is over the unit-weighted
+            empirical measure. Requested by default with metadata routing on;
+            with routing off, ``unit_column`` can name a column of ``X`` that
+            holds them. See :ref:`units`.
 
         Returns
         -------
         self : DPDROClassifier
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         previous = self._previous_fit()
-        X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        X, y_codes, group_codes, unit_ids = self._validate_training_data(
+            X, y, sensitive_features, units=True, unit_ids=unit_ids)
         self._check_warm_start(previous)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
         n_classes = len(self.classes_)
 
-        def targets(report, generator, device):
+        def targets(report, generator, device, weights=None):
             return torch.nn.functional.one_hot(torch.as_tensor(y_codes, device=device), n_classes)
 
         return self._fit_dro(X, targets, y_codes=y_codes, group_codes=group_codes,
-                             sample_weight=sample_weight, previous=previous)
+                             sample_weight=sample_weight, previous=previous, unit_ids=unit_ids)
 
     def _sample_losses(self, X, y):
         proba = self.predict_proba(X)
@@ -827,7 +882,7 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
     intercept_ : float
     y_offset_, y_scale_ : float
         Target scaling used in training.
-    eta_, lam_, algorithm_, n_iter_, history_, noise_multipliers_
+    eta_, lam_, algorithm_, n_iter_, n_units_, history_, noise_multipliers_
         As in :class:`DPDROClassifier`.
     epsilon_, delta_, dp_event_, privacy_report_, accountant_
 
@@ -843,6 +898,9 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
 
     _parameter_constraints = {**BaseDPRegressor._parameter_constraints, **_DRO_CONSTRAINTS}
     _loss = SquaredLoss()
+
+    #: ``unit_ids`` is requested by default with metadata routing on.
+    __metadata_request__fit = {"unit_ids": True}
 
     def __init__(
         self,
@@ -889,6 +947,8 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
         verbose=0,
         max_sample_weight=1.0,
         warm_start=False,
+        max_records_per_unit=MAX_RECORDS_PER_UNIT,
+        unit_column=None,
     ):
         self.divergence = divergence
         self.alpha = alpha
@@ -932,6 +992,8 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
         self.verbose = verbose
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
+        self.max_records_per_unit = max_records_per_unit
+        self.unit_column = unit_column
 
     def fit(self, X, y, *, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget.
@@ -947,28 +1009,37 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id; any hashable,
+            no missing values). When given, epsilon and delta are about
+            adding or removing *all* records of one unit: each unit keeps at
+            most ``max_records_per_unit`` of its records (drawn at random
+            once per fit), each weighted ``1 / min(|u|, max_records_per_unit)``
+            in every per-record term; anchors and difference batches are
+            Poisson samples of units, sums are divided by the expected number
+            of units, and the divergence ball is over the unit-weighted
+            empirical measure. Requested by default with metadata routing on;
+            with routing off, ``unit_column`` can name a column of ``X`` that
+            holds them. See :ref:`units`.
 
         Returns
         -------
         self : DPDRORegressor
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         previous = self._previous_fit()
+        X, _, from_column = split_fit_only_columns(X, None, self.unit_column)
+        unit_ids = from_column if unit_ids is None else unit_ids
         X, y = self._validate_regression_data(X, y)
         self._check_warm_start(previous)
         sample_weight = self._validated_sample_weight(sample_weight, X)
 
-        def targets(report, generator, device):
-            scaled = self._scale_targets(y, report, generator, device)
+        def targets(report, generator, device, weights=None):
+            scaled = self._scale_targets(y, report, generator, device, weights=weights)
             return torch.as_tensor(scaled, dtype=torch.float32, device=device)[:, None]
 
-        return self._fit_dro(X, targets, sample_weight=sample_weight, previous=previous)
+        return self._fit_dro(X, targets, sample_weight=sample_weight, previous=previous,
+                             unit_ids=unit_ids)
 
     def _initial_releases(self):
         release = self._target_release()

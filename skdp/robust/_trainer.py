@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from .._training import make_optimizer
-from ..privacy import NoiseStream, PoissonSampler, weigh
+from ..privacy import NoiseStream, make_sampler, weigh
 from ..privacy._clipping import clip_factors
 
 #: Largest per-sample weight handed to float32 gradient code: clip(w g, C)
@@ -94,6 +94,11 @@ class DROConfig:
     noise: dict = None
     iterate: str = "last"
     verbose: int = 0
+    #: privacy units (:func:`~skdp.privacy.bound_units`) or None: batches are
+    #: then Poisson samples of units (rates over units) and every sum is
+    #: divided by an expected number of units; the backend's record weights
+    #: hold the unit factors
+    units: object = None
 
 
 class _Problem:
@@ -136,7 +141,20 @@ class _Problem:
 
     def diff_sum(self, idx, batch, previous, outputs_t, prev_outputs_t, targets_t, weights,
                  prev_weights, clip, inner):
-        """``sum_i clip(w_i clip(g_i, inner) - w'_i clip(g'_i, inner), clip)``."""
+        """``sum_i clip(w_i clip(g_i, inner) - w'_i clip(g'_i, inner), clip)``.
+
+        The backend's record weights ``a_i`` multiply ``w_i`` and ``w'_i``
+        before the outer clip, so each record moves the sum by at most
+        ``clip`` whatever its weight: enough for records, not for units (a
+        unit's k records would move it by up to ``k clip``). With units
+        (``config.units``) the outer bound of record i is ``a_i clip``
+        instead, so its term is ``a_i clip(w_i clip(g_i) - w'_i clip(g'_i),
+        clip)`` (clip, then weight) and a unit, whose factors sum to at most
+        1, moves the sum by at most ``clip``.
+        """
+        if getattr(self.config, "units", None) is not None:
+            own = self.backend.batch_weights(idx)
+            clip = torch.as_tensor(clip, dtype=self.dtype, device=own.device) * own.to(self.dtype)
         sums, _ = self.backend.clipped_grad_diff_sum(
             idx, batch, previous, self.loss, targets_t, targets_t, clip, inner_norm=inner,
             logits_t=outputs_t, previous_logits_t=prev_outputs_t,
@@ -194,11 +212,17 @@ class _History:
         return {k: v.cpu().numpy() for k, v in self.values.items()}
 
 
+def _n_sampled(targets, config):
+    """The number of sampled items: records, or units with ``config.units``
+    (public either way); expected batches are rates times it."""
+    return targets.shape[0] if config.units is None else config.units.n_units
+
+
 def _samplers(n, config, generator):
     n_anchor = -(-config.n_steps // config.epoch_size)
-    anchors = PoissonSampler(n, config.anchor_rate, generator).batches(n_anchor)
-    diffs = PoissonSampler(n, config.diff_rate, generator).batches(config.n_steps - n_anchor)
-    return anchors, diffs
+    anchors, _ = make_sampler(n, config.anchor_rate, generator, config.units)
+    diffs, _ = make_sampler(n, config.diff_rate, generator, config.units)
+    return anchors.batches(n_anchor), diffs.batches(config.n_steps - n_anchor)
 
 
 def _average(params, total, count):
@@ -247,7 +271,7 @@ def train_double_spider(backend, loss, targets, config, generator):
         Released quantities per step: ``eta``, ``grad_norm`` (norm of the
         noisy x estimate), ``eta_grad``, ``step_size``, ``diff_clip``.
     """
-    cfg, n = config, targets.shape[0]
+    cfg, n = config, _n_sampled(targets, config)
     problem = _Problem(backend, loss, targets, cfg)
     params = backend.parameters
     device = params[0].device
@@ -343,7 +367,7 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
         ``s`` (noisy mean of the shifted exponentials), ``step_size``,
         ``diff_clip``.
     """
-    cfg, n = config, targets.shape[0]
+    cfg, n = config, _n_sampled(targets, config)
     problem = _Problem(backend, loss, targets, cfg)
     params = backend.parameters
     device = params[0].device
@@ -450,7 +474,7 @@ def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
     history : dict of str to ndarray
         ``eta``, ``lam``, ``grad_norm`` (noisy x gradient), ``dual_grad``.
     """
-    cfg, n = config, targets.shape[0]
+    cfg, n = config, _n_sampled(targets, config)
     problem = _Problem(backend, loss, targets, cfg)
     params = backend.parameters
     device = params[0].device
@@ -468,7 +492,7 @@ def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
     lam_max = B / rho + cfg.lam_min if rho > 0 else math.inf
     history = _History(cfg.n_steps, device, ("eta", "lam", "grad_norm", "dual_grad"))
     averager = _Averager(params, cfg.n_steps, cfg.iterate == "average")
-    sampler = PoissonSampler(n, cfg.diff_rate, generator)
+    sampler, _ = make_sampler(n, cfg.diff_rate, generator, cfg.units)
     start = time.perf_counter()
     for t, idx in enumerate(sampler.batches(cfg.n_steps)):
         batch, out_t, tgt = problem.batch(idx)

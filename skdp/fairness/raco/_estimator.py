@@ -1,9 +1,9 @@
 """DPRateConstrainedClassifier: RaCO-DP behind a scikit-learn interface."""
 
 import math
-from types import SimpleNamespace
 import warnings
 from numbers import Real
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -11,7 +11,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from ..._base import BaseDPClassifier, reject_unit_ids, split_sensitive_columns
+from ..._base import (
+    MAX_RECORDS_PER_UNIT,
+    UNIT_CONSTRAINTS,
+    BaseDPClassifier,
+    split_sensitive_columns,
+)
 from ..._groups import encode_groups
 from ...privacy import (
     BatchReleases,
@@ -123,7 +128,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     epsilon : float or None, default=1.0
         Privacy budget; ``None`` trains non-privately (SGDA without noise;
         gradients are still clipped unless ``max_grad_norm=np.inf``), for
-        reference.
+        reference. The guarantee is about one record (add or remove one
+        row), or, with ``fit(unit_ids=...)``, about one unit -- all records
+        of a person -- with at most ``max_records_per_unit`` of them used
+        (see :ref:`units`).
     delta : float, default=1e-5
     max_grad_norm : float, default=10.0
         Clipping bound C of each record's whole gradient (loss and constraint
@@ -329,6 +337,21 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     device : str, default="cpu"
     verbose : int, default=0
         Progress lines show only noisy (private) quantities.
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit (e.g. a person) that a fit uses. Each unit keeps at most k of its
+        records, a random subset drawn once per fit independently of their
+        values, and each kept record weighs ``1 / min(|u|, k)`` in every
+        per-record term (gradient, histogram row, cell counts and sizes,
+        clipped-record count, check, calibration): a unit moves every
+        release by at most the bound of one record, and the constrained
+        rates are per-unit weighted rates. Unused without ``unit_ids``.
+    unit_column : str, int or None, default=None
+        A column of ``X`` (a DataFrame's column name, or a position) that
+        holds the unit ids, for use with metadata routing off; it is removed
+        from the features like ``sensitive_columns``, and ``predict``
+        accepts ``X`` with or without it. ``fit(unit_ids=...)`` takes
+        precedence.
 
     Attributes
     ----------
@@ -403,6 +426,11 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     joint_noise_multiplier_ : float
     n_steps_ : int
     sampling_rate_, batch_size_ : float, int
+        With ``unit_ids``, a rate over units and the expected number of
+        units in a batch.
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids`` (public, like the number of
+        records); None without them.
     class_weight_ : ndarray of shape (n_classes,) or None
         The class weights applied (``class_weight`` over its largest, times
         ``max_sample_weight``); for ``"balanced"`` a function of the noisy
@@ -466,6 +494,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "small_group_threshold": [Interval(Real, 0, None, closed="left"), None],
         "return_iterate": [StrOptions({"average", "last", "best_checkpoint"})],
         "record_gradient_norms": ["boolean"],
+        **UNIT_CONSTRAINTS,
     }
 
     def __init__(
@@ -517,6 +546,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         max_sample_weight=1.0,
         warm_start=False,
         calibration="auto",
+        max_records_per_unit=MAX_RECORDS_PER_UNIT,
+        unit_column=None,
     ):
         self.constraint = constraint
         self.tolerance = tolerance
@@ -564,6 +595,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.calibration = calibration
+        self.max_records_per_unit = max_records_per_unit
+        self.unit_column = unit_column
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, sensitive_features=None, sample_weight=None, unit_ids=None):
@@ -584,30 +617,38 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id; any hashable,
+            no missing values). When given, epsilon and delta are about
+            adding or removing *all* records of one unit: each unit keeps at
+            most ``max_records_per_unit`` of its records (drawn at random
+            once per fit), each weighted ``1 / min(|u|, max_records_per_unit)``
+            in every per-record term, batches are Poisson samples of units,
+            sums are divided by the expected number of units in a batch, and
+            the constrained rates are per-unit weighted rates. Requested by
+            default with metadata routing on; with routing off,
+            ``unit_column`` can name a column of ``X`` that holds them. See
+            :ref:`units`.
 
         Returns
         -------
         self : DPRateConstrainedClassifier
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         for stale in ("training_epsilon_", "checkpoint_step_"):
             self.__dict__.pop(stale, None)
         previous = self._previous_fit()
-        X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        X, y_codes, group_codes, unit_ids = self._validate_training_data(
+            X, y, sensitive_features, units=True, unit_ids=unit_ids)
         self._check_warm_start(previous)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
+        unit_codes, n_units = self._validated_unit_ids(unit_ids, X.shape[0])
         if group_codes is None:
             group_codes = np.zeros(X.shape[0], dtype=np.int64)
         self._build_constraints()
         fit = SimpleNamespace(y_codes=y_codes, group_codes=group_codes,
                               n_classes=len(self.classes_), sample_weight=sample_weight,
-                              previous=previous)
+                              previous=previous, unit_codes=unit_codes, n_units=n_units)
         return self._fit_private(X, fit)
 
     def _build_constraints(self):
@@ -635,11 +676,12 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
 
     # the hooks of BaseDPEstimator._fit_private
     def _plan(self, X, fit, generator):
-        n = X.shape[0]
+        # with units, sampling is over units and their number is public
+        n = X.shape[0] if fit.units is None else fit.units.n_units
         fit.q = self._check_privacy_setup(n, self._resolve_batch_size(n))
         fit.n = n
         self.batch_size_ = self._expected_batch_size(n, fit.q)
-        return self._release_plan(fit.q, self._n_steps_requested(fit.q))
+        return self._release_plan(fit.q, self._n_steps_requested(fit.q), fit.units)
 
     def _calibrate(self, plan, fit):
         return self._spend_budget(plan)
@@ -695,7 +737,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             record_gradient_norms=self.record_gradient_norms, verbose=self.verbose,
         )
         history = train_raco(backend, onehot, fit.cells_t, tensors, config, generator,
-                             fixed_sizes=fixed_sizes)
+                             fixed_sizes=fixed_sizes, units=fit.units)
         checkpoints = history.pop("checkpoints", None)
         fit.checkpoint_step = None
         if checkpoints is not None:
@@ -707,6 +749,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
         self._set_privacy_report(report, fit.noise, fit.q)
+        self.n_units_ = None if fit.units is None else fit.units.n_units
         if fit.checkpoint_step is not None:
             self._release_checkpoint_choice(fit.checkpoint_step)
         self._warn_from_history(fit.noise, fit.q * fit.n)
@@ -871,7 +914,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         gradient = 1.0 - self.histogram_noise_share - _COUNT_SHARE
         return gradient, histogram, counts, _COUNT_SHARE
 
-    def _release_plan(self, sampling_rate, steps):
+    def _release_plan(self, sampling_rate, steps, units=None):
         """What each step releases, on one Poisson batch, and its budget shares.
 
         The clipped gradient sum (l2 sensitivity C), the count of clipped
@@ -879,7 +922,12 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         a record adds one row on the simplex to one cell), plus, with
         ``denominator="separate_noisy"``, per-cell record counts. With
         ``denominator="expected"`` the cell sizes are released once before
-        training with ``_EXPECTED_SIZES_SHARE`` of the budget.
+        training with ``_EXPECTED_SIZES_SHARE`` of the budget. With
+        ``units`` (:class:`~skdp.privacy.UnitBounds`) the same plan is about
+        units: every per-record term carries the unit factors (which sum to
+        at most 1 per unit), so a unit moves each release by at most one
+        record's sensitivity; the rate is over units and the report names
+        the unit.
         """
         share_g, share_h, share_n, share_c = self._shares()
         fixed = self.histogram_noise_scale
@@ -899,9 +947,11 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         initial = []
         if self._needs_sizes():
             initial.append(InitialRelease("cell_sizes", budget_share=_EXPECTED_SIZES_SHARE))
+        extra = ({} if units is None else
+                 {"n_records": units.n_units, "privacy_unit": units.description})
         return ReleasePlan(
             BatchReleases(releases, steps=steps, sampling_rate=sampling_rate),
-            initial=initial, neighboring=self.neighboring, accountant=self.accountant,
+            initial=initial, neighboring=self.neighboring, accountant=self.accountant, **extra,
         )
 
     def _spend_budget(self, plan):

@@ -28,8 +28,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ..._training import TailAverage, gradient_noise_stream, make_optimizer, noisy_update
-from ...privacy import NoiseStream, PoissonSampler, gaussian_noise, weigh
+from ..._training import (
+    TailAverage,
+    gradient_noise_stream,
+    make_optimizer,
+    noisy_update,
+)
+from ...privacy import NoiseStream, gaussian_noise, make_sampler, weigh
 from .._rates import dual_quantities
 
 
@@ -248,7 +253,8 @@ class RacoConfig:
 
 
 @torch.no_grad()
-def train_raco(backend, onehot, cells, constraints, config, generator, fixed_sizes=None):
+def train_raco(backend, onehot, cells, constraints, config, generator, fixed_sizes=None,
+               units=None):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
 
     Parameters
@@ -265,6 +271,14 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
     fixed_sizes : tensor (M,) or None
         Sizes for ``denominator="expected"`` (expected batch share of noisy
         full-data local-set sizes).
+    units : UnitBounds or None, default=None
+        Privacy units (:func:`~skdp.privacy.bound_units`): batches are
+        Poisson samples of units, each with its kept records, and every sum
+        is divided by the expected number of units (``config.sampling_rate``
+        is then a rate over units). The backend's ``record_weights`` must
+        hold the units' factors (they weigh the gradient, the histogram rows,
+        the cell counts and the clipped-record count). None: Poisson samples
+        of records.
 
     Returns
     -------
@@ -278,7 +292,7 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
     """
     n, n_classes = onehot.shape
     n_cells = constraints.membership.shape[1]
-    expected_batch = config.sampling_rate * n
+    sampler, expected_batch = make_sampler(n, config.sampling_rate, generator, units)
     clip, noise = config.max_grad_norm, config.noise
     grad_std = noise.gradient * clip if noise.private else 0.0
     head = RateConstrainedHead(config.temperature, expected_batch)
@@ -310,7 +324,6 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
     lambdas, values_seen, sizes_seen, hists, clipped_counts = [], [], [], [], []
     report_every = max(1, config.n_steps // 10)
     start = time.perf_counter()
-    sampler = PoissonSampler(n, config.sampling_rate, generator)
     for step, idx in enumerate(sampler.batches(config.n_steps)):
         batch, logits_t = backend.forward(idx)
         picked = columns.index_select(1, idx)
