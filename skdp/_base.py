@@ -141,6 +141,26 @@ def reject_unit_ids(estimator, unit_ids):
 
 #: Rows per forward pass of a torch module at prediction time.
 _PREDICT_BLOCK = 4096
+#: Rows per block of a linear model's float64 scores of a float32 ``X``.
+_SCORE_BLOCK = 65536
+
+
+def _linear_scores(X, coef, intercept):
+    """``X @ coef + intercept`` in float64.
+
+    A float32 ``X`` is converted one block of :data:`_SCORE_BLOCK` rows at a
+    time, never whole: the scores of a large table (e.g. the model check
+    after training) then cost one float64 block of memory, not a float64
+    copy of the data. Rows never interact, so a row's score does not depend
+    on the block it falls in beyond float64 rounding.
+    """
+    if X.dtype == np.float64 or X.shape[0] <= _SCORE_BLOCK:
+        return X @ coef + intercept
+    out = np.empty((X.shape[0],) + np.shape(coef)[1:], dtype=np.float64)
+    for start in range(0, X.shape[0], _SCORE_BLOCK):
+        stop = start + _SCORE_BLOCK
+        out[start:stop] = np.asarray(X[start:stop], dtype=np.float64) @ coef + intercept
+    return out
 
 
 class PrivateFitMixin(DocLinkMixin):
@@ -885,13 +905,14 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         module = self._build_module(self.n_features_in_, self._n_model_outputs(), 0)
         module.load_state_dict({k: torch.as_tensor(v) for k, v in self.module_state_.items()})
         module = module.to(torch.float64).eval()
-        X = np.asarray(X, dtype=np.float64)
         out = np.empty((X.shape[0], self._n_model_outputs()), dtype=np.float64)
         # blocks of rows keep the activations in cache (about twice as fast
-        # as one call on a million rows); rows never interact
+        # as one call on a million rows) and convert X to float64 a block at
+        # a time; rows never interact
         with torch.no_grad():
             for start in range(0, X.shape[0], _PREDICT_BLOCK):
-                block = torch.as_tensor(X[start:start + _PREDICT_BLOCK])
+                block = torch.as_tensor(
+                    np.asarray(X[start:start + _PREDICT_BLOCK], dtype=np.float64))
                 out[start:start + _PREDICT_BLOCK] = module(block).numpy()
         return out
 
@@ -1053,7 +1074,7 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
     # -------------------------------------------------------------- predict
     def _raw_logits(self, X):
         if self.module_state_ is None:
-            return X @ self.coef_.T + self.intercept_
+            return _linear_scores(X, self.coef_.T, self.intercept_)
         return self._module_outputs(X)
 
     def decision_function(self, X):
@@ -1444,7 +1465,7 @@ class BaseDPRegressor(RegressorMixin, BaseDPEstimator):
         """
         X = self._validate_predict_X(X)
         if self.module_state_ is None:
-            return X @ self.coef_ + self.intercept_
+            return _linear_scores(X, self.coef_, self.intercept_)
         return self._module_outputs(X)[:, 0] * self.y_scale_ + self.y_offset_
 
     def __sklearn_tags__(self):
