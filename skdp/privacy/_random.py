@@ -96,6 +96,19 @@ def _fill_(tensor, values):
     return tensor.copy_(torch.from_numpy(values).view(tensor.shape))
 
 
+def _seeded_fill_(tensor, generator, fill_):
+    """Apply ``fill_`` (an in-place draw from the torch ``generator``) to
+    ``tensor``; a tensor on another device than the generator (a small host
+    release of a CUDA fit) is drawn on the generator's device and copied, so
+    the seeded stream is the same wherever the result lives."""
+    if tensor.device == generator.device:
+        fill_(tensor)
+    else:
+        draw = torch.empty(tensor.shape, dtype=tensor.dtype, device=generator.device)
+        fill_(draw)
+        tensor.copy_(draw)
+
+
 def is_secure(generator):
     """Whether ``generator`` draws from the operating system's CSPRNG.
 
@@ -138,8 +151,8 @@ def uniform_(tensor, generator):
     if is_secure(generator):
         _fill_(tensor, generator.random(tensor.numel()))
         return tensor.clamp_(min=torch.finfo(tensor.dtype).tiny)
-    torch.rand(tensor.shape, dtype=tensor.dtype, device=tensor.device, generator=generator,
-               out=tensor)
+    _seeded_fill_(tensor, generator, lambda out: torch.rand(
+        out.shape, dtype=out.dtype, device=out.device, generator=generator, out=out))
     return tensor.neg_().add_(1.0)
 
 
@@ -170,7 +183,7 @@ def normal_(tensor, generator):
     if is_secure(generator):
         _fill_(tensor, generator.standard_normal(tensor.numel()))
     else:
-        tensor.normal_(generator=generator)
+        _seeded_fill_(tensor, generator, lambda out: out.normal_(generator=generator))
     return tensor if _NOISE_FACTOR == 1.0 else tensor.mul_(_NOISE_FACTOR)
 
 
@@ -201,5 +214,5 @@ def exponential_(tensor, generator):
     if is_secure(generator):
         _fill_(tensor, generator.standard_exponential(tensor.numel()))
     else:
-        tensor.exponential_(generator=generator)
+        _seeded_fill_(tensor, generator, lambda out: out.exponential_(generator=generator))
     return tensor if _NOISE_FACTOR == 1.0 else tensor.mul_(_NOISE_FACTOR)
