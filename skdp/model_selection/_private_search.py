@@ -40,6 +40,21 @@ the sequential composition of its mechanisms, accounted by dp-accounting at
 (``DPOneHotEncoder``) add stability deltas outside the events; the search
 reserves them within ``delta`` before anything is fitted, so that
 ``delta_ = event_delta_ + exp(epsilon_) * selection_delta_ <= delta``.
+
+Privacy units. With ``unit_ids`` (or the estimator's ``unit_column``) the
+same argument holds with units in place of records, and ``epsilon_`` is
+about adding or removing a whole unit with all its records: the coins of
+step 1 are drawn per unit (a unit's records all go to one part, and
+``validation_fraction`` counts units); every fit gets the unit ids of its
+records, and each of its private steps must report a unit-level event
+(``n_units_``), or the search refuses it; the selection release weighs each
+validation record by its unit factor (:func:`~skdp.privacy.bound_units`
+with the search's ``max_records_per_unit``), so one unit moves it by at
+most one record's sensitivity (:mod:`._selection`). The fits bound units by
+their own ``max_records_per_unit``, which may differ from the search's and
+between candidates (a grid may search over it): each fit's event is about
+one unit whatever its bound, and unit-level events compose into a
+unit-level event, so no bound needs to match.
 """
 
 import math
@@ -52,7 +67,13 @@ import dp_accounting as dpa
 import numpy as np
 import torch
 from scipy.stats import rankdata
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier, is_regressor
+from sklearn.base import (
+    BaseEstimator,
+    MetaEstimatorMixin,
+    clone,
+    is_classifier,
+    is_regressor,
+)
 from sklearn.model_selection import ParameterGrid, ParameterSampler
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval
@@ -71,14 +92,18 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from .._base import reject_unit_ids
+from .._base import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from .._doc_link import DocLinkMixin
+from .._groups import encode_groups, select_columns
+from ..exceptions import UnitPrivacyNotAvailableError
 from ..privacy import (
     PrivacyBudgetError,
-    gdp_epsilon,
+    PrivacyReport,
     SecureGenerator,
     bernoulli_split,
+    bound_units,
     compute_epsilon,
+    gdp_epsilon,
     leaf_steps,
     param_path,
     plan_search_budget,
@@ -183,7 +208,13 @@ def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params):
             f"The budget leaves {small} to steps of one fit; raise epsilon, or search fewer "
             "candidates."
         )
-    candidate.fit(X, y, **fit_params)
+    try:
+        candidate.fit(X, y, **fit_params)
+    except UnitPrivacyNotAvailableError as exc:
+        raise UnitPrivacyNotAvailableError(
+            f"The candidate with parameters {params} cannot bound the records of a unit, so "
+            f"the search cannot be private per unit: {exc}"
+        ) from exc
     return candidate, budgets
 
 
@@ -247,6 +278,49 @@ def _events(fitted):
     return _compose(events), selection_delta
 
 
+def _unit_codes(unit_ids, n_samples):
+    """``(codes, n_units)`` of ``unit_ids`` (one hashable id per row, no
+    missing value). The search's own copy of the estimators' check
+    (``BaseDPEstimator._validated_unit_ids``), so that it names the same
+    argument."""
+    if hasattr(unit_ids, "ndim") and unit_ids.ndim > 1 and unit_ids.shape[1:] != (1,):
+        raise ValueError(
+            f"unit_ids must be one id per row of X (1-D); got shape {unit_ids.shape}.")
+    values = np.asarray(unit_ids).reshape(-1) if hasattr(unit_ids, "ndim") else unit_ids
+    codes, units = encode_groups(values, n_samples, name="unit_ids")
+    return codes, len(units)
+
+
+def _check_unit_level(fitted, n_units):
+    """Every private step of every fit in ``fitted`` must have been fitted
+    on ``n_units`` units (``n_units_``): a step fitted per record (e.g. a
+    Pipeline step that got no ``unit_ids`` with routing off) would make the
+    search's epsilon about records."""
+    for fit in fitted:
+        for path, step in leaf_steps(fit, fitted=True):
+            event = getattr(step, "dp_event_", None)
+            if not _is_fitted(step) or event is None or event == dpa.NoOpDpEvent():
+                continue
+            name = path or type(step).__name__
+            got = getattr(step, "n_units_", None)
+            if got is None:
+                raise UnitPrivacyNotAvailableError(
+                    f"Step {name!r} ({type(step).__name__}) was fitted per record: the "
+                    "search was given unit ids, so every private step must bound the "
+                    "records of a unit. With routing off, pass them to every private step "
+                    f"('{param_path(path, 'unit_ids')}=...'), or enable metadata routing; "
+                    "steps that cannot take unit_ids (see 'Records or persons?') cannot "
+                    "be part of a per-unit search."
+                )
+            if got != n_units:
+                raise ValueError(
+                    f"Step {name!r} ({type(step).__name__}) was fitted on {got} units, but "
+                    f"the search split {n_units} units to it: give the search and every "
+                    "step the same unit ids (one unit_ids argument, or the estimator's "
+                    "unit_column)."
+                )
+
+
 def _check_stability(measured, bounds):
     """Each fit's stability delta must be within the bound the search
     reserved for it before anything was released."""
@@ -306,6 +380,18 @@ def _choice_within_noise(results, score_noise, key):
     )
 
 
+def _search_report(epsilon, event_delta, event, selection_report, units):
+    """The search's :class:`~skdp.privacy.PrivacyReport`: its epsilon and
+    event (read at ``event_delta``), the selection's noise, and the privacy
+    unit (the fits' own reports hold their noise and steps)."""
+    return PrivacyReport(
+        epsilon=float(epsilon), delta=float(event_delta), dp_event=event,
+        accountant=selection_report.accountant, neighboring=selection_report.neighboring,
+        noise=dict(selection_report.noise), steps=(), sampling_rates=(),
+        privacy_unit="record" if units is None else units.description,
+    )
+
+
 @dataclass
 class _Task:
     """What a search knows before anything random happens: candidates,
@@ -331,10 +417,18 @@ class _Task:
     y_values: object
     classes: object
     y_codes: object
+    unit_codes: object = None
+    n_units: int = None
 
     @property
     def n_candidates(self):
         return len(self.candidates)
+
+    def units_in(self, mask):
+        """Number of units with records in ``mask`` (None without units)."""
+        if self.unit_codes is None:
+            return None
+        return int(np.unique(self.unit_codes[mask]).shape[0])
 
 
 @dataclass
@@ -388,6 +482,7 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         "refit": ["boolean", str, callable],
         "refit_share": [Interval(Real, 0, 1, closed="left")],
         "step_shares": [dict, None],
+        "max_records_per_unit": UNIT_CONSTRAINTS["max_records_per_unit"],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -439,6 +534,12 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
                         f"The grid sets {key!r}; a private search sets every step's epsilon "
                         "from its own budget. Remove it from the grid (use step_shares to "
                         "change how a fit's budget is shared between its steps)."
+                    )
+                if key == "unit_column" or key.endswith("__unit_column"):
+                    raise ValueError(
+                        f"The grid sets {key!r}; the search splits the data by unit, so every "
+                        "candidate must read its units from the same place. Set unit_column "
+                        "on the estimator, or pass unit_ids to fit."
                     )
                 if key == "random_state" or key.endswith("__random_state"):
                     raise ValueError(
@@ -586,8 +687,15 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             to the scorers (``sensitive_features=A`` reaches both, split
             like ``X``). With routing off, passed to the candidates' ``fit``
             (e.g. ``clf__sensitive_features=A`` for a Pipeline).
-            ``unit_ids`` (under any step prefix) are not supported yet: the
-            selection's guarantee is per record, so they raise
+            ``unit_ids`` (routed, or under the prefix of every private step
+            with routing off, e.g. ``clf__unit_ids``) make the search
+            private per unit: ``epsilon_`` is about adding or removing all
+            records of one unit. The data are split by unit, every fit gets
+            the unit ids of its records and the selection bounds each
+            unit's contribution (see :ref:`units`). Without them, an
+            estimator's ``unit_column`` (routing off) names the column of
+            ``X`` that holds the ids. Candidates whose private steps cannot
+            bound units raise
             :class:`~skdp.exceptions.UnitPrivacyNotAvailableError`.
 
         Returns
@@ -595,19 +703,17 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         self : object
         """
         self._validate_params()
-        for key, value in params.items():
-            if key == "unit_ids" or key.endswith("__unit_ids"):
-                reject_unit_ids(self, value)
         task = self._prepare(X, y, params)
         generator, fit_seeds = self._randomness(task.n_candidates + 1)
         train = self._split(task, generator)
+        units = self._bound_units(task, generator)
         budget = plan_search_budget(self.epsilon, task.plan_delta, task.n_candidates,
                                     task.share_refit)
         fits = self._fit_candidates(task, train, budget, fit_seeds)
-        selection = self._select_privately(task, ~train, fits, budget, generator)
+        selection = self._select_privately(task, ~train, fits, budget, generator, units)
         self._store_results(task, selection)
         refit = self._refit_best(task, fits, selection, budget, fit_seeds[-1])
-        self._store_privacy(task, budget, fits, selection, refit)
+        self._store_privacy(task, budget, fits, selection, refit, units)
         return self
 
     # the steps of fit, in order
@@ -646,6 +752,8 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             )
         fit_params, routed_groups = self._route(X, params, metrics)
         fit_params = _check_method_params(X, fit_params)
+        unit_ids = self._unit_ids(X, params)
+        unit_codes, n_units = (None, None) if unit_ids is None else _unit_codes(unit_ids, n)
         groups, group_labels = group_codes(metrics, X, routed_groups, n)
         y_values = classes = y_codes = None
         if regression:
@@ -668,21 +776,71 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             do_refit=do_refit, share_refit=self.refit_share if do_refit else 0.0,
             stability_bounds=stability_bounds, refit_bound=refit_bound, plan_delta=plan_delta,
             X=X, y=y, n=n, fit_params=fit_params, groups=groups, group_labels=group_labels,
-            y_values=y_values, classes=classes, y_codes=y_codes,
+            y_values=y_values, classes=classes, y_codes=y_codes, unit_codes=unit_codes,
+            n_units=n_units,
         )
 
-    def _split(self, task, generator):
-        """The training part: each record joins the validation part on a coin
-        of its own (:func:`~skdp.privacy.bernoulli_split`)."""
-        validation = bernoulli_split(task.n, self.validation_fraction, generator).numpy()
-        train = ~validation
-        if validation.sum() < 1 or train.sum() < 2:
+    def _unit_ids(self, X, params):
+        """The unit id of each row, or None without units: the ``unit_ids``
+        passed to ``fit`` (routed, or under step prefixes with routing off,
+        then the same for every step), else the estimator's ``unit_column``
+        of ``X``."""
+        given = [(key, value) for key, value in params.items()
+                 if (key == "unit_ids" or key.endswith("__unit_ids")) and value is not None]
+        if given:
+            (first_key, first), *rest = given
+            for key, value in rest:
+                if not np.array_equal(np.asarray(first, dtype=object).reshape(-1),
+                                      np.asarray(value, dtype=object).reshape(-1)):
+                    raise ValueError(
+                        f"fit got different unit ids in {first_key!r} and {key!r}; a search "
+                        "is private about one unit, so every step must get the same ids."
+                    )
+            return first
+        columns = [(path, step.get_params(deep=False).get("unit_column"))
+                   for path, step in leaf_steps(self.estimator)]
+        columns = [(path, column) for path, column in columns if column is not None]
+        if not columns:
+            return None
+        path, column = columns[0]
+        if path:
             raise ValueError(
-                f"validation_fraction={self.validation_fraction} leaves {int(train.sum())} "
-                f"training and {int(validation.sum())} validation records; use more data or "
+                f"Step {path!r} reads its unit ids from unit_column={column!r} of the data "
+                "that reaches it, which the search cannot read to split the data by unit. "
+                f"Pass the ids to fit: '{param_path(path, 'unit_ids')}=...' (routing off) "
+                "or unit_ids=... (routing on)."
+            )
+        return select_columns(X, column, name="unit_column")
+
+    def _split(self, task, generator):
+        """The training part: each record (each unit, with units) joins the
+        validation part on a coin of its own
+        (:func:`~skdp.privacy.bernoulli_split`); a unit's records follow its
+        coin."""
+        if task.unit_codes is None:
+            validation = bernoulli_split(task.n, self.validation_fraction, generator).numpy()
+            coins, what = validation, "records"
+        else:
+            coins = bernoulli_split(task.n_units, self.validation_fraction, generator).numpy()
+            validation, what = coins[task.unit_codes], "units"
+        train = ~validation
+        n_validation, n_train = int(coins.sum()), int((~coins).sum())
+        if n_validation < 1 or n_train < 2:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} leaves {n_train} "
+                f"training and {n_validation} validation {what}; use more data or "
                 "another fraction."
             )
         return train
+
+    def _bound_units(self, task, generator):
+        """The search's :class:`~skdp.privacy.UnitBounds` (the factors that
+        bound each validation unit in the selection release), or None
+        without units (nothing drawn)."""
+        if task.unit_codes is None:
+            return None
+        return bound_units(task.unit_codes, task.n_units, int(self.max_records_per_unit),
+                           generator)
 
     def _fit_candidates(self, task, train, budget, fit_seeds):
         """Fit every candidate on the training part with its share of the
@@ -701,6 +859,8 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
                 for p, seed in zip(task.candidates, fit_seeds)
             )
             fitted = [result for result, _ in recorded]
+            if task.unit_codes is not None:
+                _check_unit_level([est for est, _ in fitted], task.units_in(train))
             spent_ = [_events(est) for est, _ in fitted]
             _check_stability([extra for _, extra in spent_], task.stability_bounds)
             event = _compose([event for event, _ in spent_])
@@ -728,11 +888,14 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         return _CandidateFits(fitted=fitted, event=event, epsilon=epsilon,
                               event_delta=event_delta, stability=stability, scale=scale)
 
-    def _select_privately(self, task, validation, fits, budget, generator):
+    def _select_privately(self, task, validation, fits, budget, generator, units):
         """The candidates' noisy scores on the validation part: one noisy
         release of their confusion histograms (classifiers) or clipped
-        error sums (regressors)."""
+        error sums (regressors); with ``units``, each record counts with its
+        unit factor."""
         X_val = _index(task.X, validation)
+        weights = None if units is None else units.factors[validation]
+        privacy_unit = "record" if units is None else units.description
         eps_selection = budget.epsilon("selection", fits.event_delta)
         models = [est for est, _ in fits.fitted]
         if task.regression:
@@ -742,9 +905,10 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             losses = sorted({m.loss for m in task.metrics.values()}, reverse=True)
             moments = any(m.needs_moments for m in task.metrics.values())
             sums, stats = error_sums(predictions, task.y_values[validation], losses,
-                                     task.error_bound, task.y_bounds, moments)
+                                     task.error_bound, task.y_bounds, moments, weights)
             noisy_sums, noisy_stats, report = release_error_sums(
-                sums, stats, task.error_bound, eps_selection, fits.event_delta, generator)
+                sums, stats, task.error_bound, eps_selection, fits.event_delta, generator,
+                privacy_unit)
             scores = loss_scores(noisy_sums, noisy_stats, task.metrics, task.y_bounds)
             noise = {LOSS_RELEASES[loss]: report.scale(LOSS_RELEASES[loss]) for loss in losses}
             noise[MOMENTS] = report.scale(MOMENTS)
@@ -760,10 +924,10 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             counts = confusion_histograms(
                 predictions, task.y_codes[validation],
                 None if task.groups is None else task.groups[validation], len(task.classes),
-                n_groups,
+                n_groups, weights,
             )
             noisy, report = release_histograms(counts, eps_selection, fits.event_delta,
-                                               generator)
+                                               generator, privacy_unit)
             scores = histogram_scores(noisy, task.classes, task.metrics)
             std = report.scale(RELEASE)
             noise = {RELEASE: std}
@@ -817,6 +981,8 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
                     self.estimator, self.best_params_, seed, mu, self.step_shares,
                     task.X, task.y, task.fit_params,
                 )
+                if task.unit_codes is not None:
+                    _check_unit_level([best], task.n_units)
                 event, stability = _events(best)
                 _check_stability([stability], [task.refit_bound])
                 train_event = _compose([fits.event, event])
@@ -840,9 +1006,9 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             self.best_estimator_ = _drop_fit_times(fits.fitted[self.best_index_][0])
         return refit
 
-    def _store_privacy(self, task, budget, fits, selection, refit):
-        """``epsilon_``, ``delta_``, ``dp_event_`` and ``budget_split_``: the
-        larger of the two parts."""
+    def _store_privacy(self, task, budget, fits, selection, refit, units):
+        """``epsilon_``, ``delta_``, ``dp_event_``, ``privacy_report_``,
+        ``n_units_`` and ``budget_split_``: the larger of the two parts."""
         # stability deltas of private category choices (DPOneHotEncoder
         # without candidates) add exp(epsilon) times their sum; the training
         # part holds every fit's, so its sum bounds both parts'
@@ -856,6 +1022,9 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         self.selection_delta_ = stability_train
         self.delta_ = event_delta + math.exp(self.epsilon_) * stability_train
         self.dp_event_ = refit.train_event if binding == "training" else refit.val_event
+        self.n_units_ = task.n_units
+        self.privacy_report_ = _search_report(self.epsilon_, event_delta, self.dp_event_,
+                                              selection.report, units)
         K, share_refit = task.n_candidates, task.share_refit
         self.budget_split_ = {
             "epsilon": float(self.epsilon),
@@ -990,7 +1159,8 @@ _DOC_PARAMS = """
         ``ValueError``), and the events get the rest.
     validation_fraction : float in (0, 1), default=0.2
         Probability that a record goes to the validation part (an
-        independent coin per record, :func:`~skdp.privacy.bernoulli_split`).
+        independent coin per record, :func:`~skdp.privacy.bernoulli_split`;
+        per unit, with units: all records of a unit go to one part).
     error_bound : float or None, default=None
         Regressors only: public bound ``b`` (in units of ``y``) to which each
         validation error ``|prediction - y|`` is clipped before the sums are
@@ -1019,6 +1189,15 @@ _DOC_PARAMS = """
         How one fit's budget is shared between its private steps, by step
         path (``{{"clf": 0.9, "pre__num": 0.1}}``, in GDP ``mu^2``). None
         keeps the proportions of the steps' configured epsilons.
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)`` (or the estimator's ``unit_column``): the
+        public bound k on the validation records of one unit that the
+        selection uses; each unit keeps at most k of them (drawn at random)
+        and each weighs ``1 / min(|u|, k)`` in the released histograms or
+        error sums, so a unit moves them as one record does (see
+        :ref:`units`). The fits bound units by their own
+        ``max_records_per_unit``, which may differ (and may be searched
+        over). Unused without units.
     n_jobs : int or None, default=None
         Candidates fitted in parallel (joblib, through scikit-learn's
         ``Parallel``, which carries the configuration, e.g. metadata
@@ -1092,6 +1271,16 @@ _DOC_ATTRIBUTES = """
         of every selection release; ``error_bound``: regressors' clip bound),
         the refit's, ``event_delta``, and each part's epsilon, delta,
         stability delta and event.
+    privacy_report_ : skdp.privacy.PrivacyReport
+        ``epsilon_`` and ``dp_event_`` (read at ``event_delta_``), the
+        selection's noise, and ``privacy_unit``: ``"record"``, or ``"unit
+        (max_records_per_unit=k)"`` (with the search's k) when ``fit`` was
+        given units; then every epsilon of the search is about adding or
+        removing one unit with all its records. The fits' own reports (on
+        ``best_estimator_``) hold their noise and steps.
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids`` (public, like the number of
+        records), None without.
     n_candidates_ : int
     multimetric_ : bool
 """
@@ -1149,7 +1338,7 @@ class PrivateGridSearchCV(BasePrivateSearchCV):
     def __init__(
         self, estimator, param_grid, *, scoring=None, epsilon=1.0, delta=1e-5,
         validation_fraction=0.2, error_bound=None, y_bounds=None, refit=True, refit_share=0.5,
-        step_shares=None, n_jobs=None,
+        step_shares=None, max_records_per_unit=MAX_RECORDS_PER_UNIT, n_jobs=None,
         random_state=None, verbose=0,
     ):
         self.estimator = estimator
@@ -1163,6 +1352,7 @@ class PrivateGridSearchCV(BasePrivateSearchCV):
         self.refit = refit
         self.refit_share = refit_share
         self.step_shares = step_shares
+        self.max_records_per_unit = max_records_per_unit
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -1197,7 +1387,7 @@ class PrivateRandomizedSearchCV(BasePrivateSearchCV):
     def __init__(
         self, estimator, param_distributions, *, n_iter=10, scoring=None, epsilon=1.0,
         delta=1e-5, validation_fraction=0.2, error_bound=None, y_bounds=None, refit=True,
-        refit_share=0.5, step_shares=None,
+        refit_share=0.5, step_shares=None, max_records_per_unit=MAX_RECORDS_PER_UNIT,
         n_jobs=None, random_state=None, verbose=0,
     ):
         self.estimator = estimator
@@ -1212,6 +1402,7 @@ class PrivateRandomizedSearchCV(BasePrivateSearchCV):
         self.refit = refit
         self.refit_share = refit_share
         self.step_shares = step_shares
+        self.max_records_per_unit = max_records_per_unit
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose

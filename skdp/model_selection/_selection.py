@@ -61,6 +61,19 @@ lets that shared noise cancel in a comparison of two candidates. It is a
 first-order figure: good when a score's noise is small against the counts
 it is made of, rough when a group or class has a handful of validation
 records (tests check it against a Monte Carlo over the noise).
+
+**Privacy units.** With ``unit_ids`` the search's neighbours add or remove
+a whole unit (a person with all their records). Each validation record
+then counts with its unit factor ``a_i = 1 / min(|u|, k)`` (0 for a record
+beyond the ``k`` its unit keeps; :func:`~skdp.privacy.bound_units`): it
+adds ``a_i`` to one cell of each candidate's histogram, ``a_i`` times its
+clipped errors to the error sums and ``a_i (1, u, u**2)`` to the count and
+moments (the ``weights`` of :func:`confusion_histograms` and
+:func:`error_sums`). A unit's factors sum to at most 1, so by the triangle
+inequality a whole unit moves every statistic by at most one record's
+bound: every sensitivity above holds with units in place of records, and
+the plans name the unit in their reports. The scores are then per-unit
+weighted: each validation unit weighs as much as one record did.
 """
 
 import inspect
@@ -241,32 +254,40 @@ def group_codes(metrics, X, routed, n_samples):
     return codes, domain
 
 
-def confusion_histograms(predictions, y_codes, groups, n_classes, n_groups):
+def confusion_histograms(predictions, y_codes, groups, n_classes, n_groups, weights=None):
     """Counts of shape (K, n_groups, n_classes, n_classes) by (candidate,
     group, true label, predicted label); ``predictions`` holds class codes,
-    shape (K, m)."""
+    shape (K, m).
+
+    ``weights`` (shape (m,), factors in [0, 1] such as the unit factors of
+    :func:`~skdp.privacy.bound_units`) make each record add its factor
+    instead of 1; None counts every record once.
+    """
     predictions = np.asarray(predictions, dtype=np.int64)
     n_candidates, m = predictions.shape
     groups = np.zeros(m, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
     cell = (groups * n_classes + y_codes)[None, :] * n_classes + predictions
     offsets = np.arange(n_candidates)[:, None] * (n_groups * n_classes * n_classes)
-    counts = np.bincount((cell + offsets).ravel(),
+    if weights is not None:
+        weights = np.tile(np.asarray(weights, dtype=np.float64), n_candidates)
+    counts = np.bincount((cell + offsets).ravel(), weights=weights,
                          minlength=n_candidates * n_groups * n_classes * n_classes)
     return counts.reshape(n_candidates, n_groups, n_classes, n_classes).astype(np.float64)
 
 
-def histogram_plan(n_candidates):
-    """The release plan of the stacked histograms of ``n_candidates``."""
+def histogram_plan(n_candidates, privacy_unit="record"):
+    """The release plan of the stacked histograms of ``n_candidates``
+    (``privacy_unit`` as in :class:`~skdp.privacy.ReleasePlan`)."""
     return ReleasePlan(BatchReleases(
         [Release(RELEASE, sensitivity=math.sqrt(n_candidates))],
         steps=1, sampling_rate=1.0, name="selection",
-    ))
+    ), privacy_unit=privacy_unit)
 
 
-def release_histograms(counts, epsilon, delta, generator):
+def release_histograms(counts, epsilon, delta, generator, privacy_unit="record"):
     """Noisy counts and the plan's report (Gaussian noise, ``(epsilon,
-    delta)``-DP with respect to the validation records)."""
-    report = histogram_plan(counts.shape[0]).calibrate(epsilon, delta)
+    delta)``-DP with respect to the validation records, or units)."""
+    report = histogram_plan(counts.shape[0], privacy_unit).calibrate(epsilon, delta)
     values = torch.as_tensor(counts, dtype=torch.float64)
     noisy = values + gaussian_noise(values, report.scale(RELEASE), generator)
     return noisy.numpy(), report
@@ -433,7 +454,8 @@ class LossMetric:
         return self.sign * value
 
 
-def error_sums(predictions, y, losses, error_bound, y_bounds=None, moments=False):
+def error_sums(predictions, y, losses, error_bound, y_bounds=None, moments=False,
+               weights=None):
     """Exact statistics of the validation records (before noise).
 
     Parameters
@@ -448,6 +470,10 @@ def error_sums(predictions, y, losses, error_bound, y_bounds=None, moments=False
     moments : bool
         Also the sums of ``u`` and ``u**2`` (``u`` the target mapped from
         ``y_bounds`` to [-1, 1]), for ``r2``.
+    weights : ndarray of shape (m,) or None
+        Factors in [0, 1] (e.g. the unit factors of
+        :func:`~skdp.privacy.bound_units`) that multiply each record's
+        clipped errors and its ``(1, u, u**2)``; None weighs every record 1.
 
     Returns
     -------
@@ -463,22 +489,31 @@ def error_sums(predictions, y, losses, error_bound, y_bounds=None, moments=False
         predictions = np.clip(predictions, low, high)  # keeps NaN
     errors = np.abs(predictions - y[None, :])
     errors = np.where(np.isfinite(errors), np.minimum(errors, error_bound), error_bound)
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
     sums = {}
     for loss in losses:
         per_record = errors**2 if loss == "squared" else errors
-        sums[loss] = per_record.sum(axis=1)
-    stats = [float(y.shape[0])]
+        sums[loss] = _total(per_record, weights)
+    stats = [float(y.shape[0]) if weights is None else float(weights.sum())]
     if moments:
         low, high = y_bounds
         u = (y - (low + high) / 2.0) / ((high - low) / 2.0)
-        stats += [float(u.sum()), float(np.square(u).sum())]
+        stats += [float(_total(u, weights)), float(_total(np.square(u), weights))]
     return sums, np.asarray(stats)
 
 
-def regression_plan(n_candidates, losses, error_bound, n_moments):
+def _total(values, weights):
+    """Sum over the records (the last axis), each times its weight when
+    ``weights`` is given."""
+    return values.sum(axis=-1) if weights is None else values @ weights
+
+
+def regression_plan(n_candidates, losses, error_bound, n_moments, privacy_unit="record"):
     """One Gaussian batch: the error sums of ``n_candidates`` (l2
     sensitivity ``sqrt(K) b**2`` squared, ``sqrt(K) b`` absolute) and the
-    count and target moments (``sqrt(n_moments)``)."""
+    count and target moments (``sqrt(n_moments)``); ``privacy_unit`` as in
+    :class:`~skdp.privacy.ReleasePlan`."""
     losses = list(losses)
     root = math.sqrt(n_candidates)
     releases = [
@@ -488,14 +523,16 @@ def regression_plan(n_candidates, losses, error_bound, n_moments):
         for loss in losses
     ]
     releases.append(Release(MOMENTS, sensitivity=math.sqrt(n_moments), share=_MOMENT_SHARE))
-    return ReleasePlan(BatchReleases(releases, steps=1, sampling_rate=1.0, name="selection"))
+    return ReleasePlan(BatchReleases(releases, steps=1, sampling_rate=1.0, name="selection"),
+                       privacy_unit=privacy_unit)
 
 
-def release_error_sums(sums, stats, error_bound, epsilon, delta, generator):
+def release_error_sums(sums, stats, error_bound, epsilon, delta, generator,
+                       privacy_unit="record"):
     """Noisy ``sums`` and ``stats`` and the plan's report (``(epsilon,
-    delta)``-DP with respect to the validation records)."""
+    delta)``-DP with respect to the validation records, or units)."""
     n_candidates = len(next(iter(sums.values())))
-    plan = regression_plan(n_candidates, list(sums), error_bound, len(stats))
+    plan = regression_plan(n_candidates, list(sums), error_bound, len(stats), privacy_unit)
     report = plan.calibrate(epsilon, delta)
     noisy = {}
     for loss, values in sums.items():
