@@ -139,6 +139,20 @@ def reject_unit_ids(estimator, unit_ids):
     )
 
 
+def unit_codes(unit_ids, n_samples):
+    """``(codes, n_units)`` of ``unit_ids`` (one hashable id per row of X,
+    no missing value), or ``(None, None)`` for None; a ValueError naming
+    ``unit_ids`` otherwise."""
+    if unit_ids is None:
+        return None, None
+    if hasattr(unit_ids, "ndim") and unit_ids.ndim > 1 and unit_ids.shape[1:] != (1,):
+        raise ValueError(
+            f"unit_ids must be one id per row of X (1-D); got shape {unit_ids.shape}.")
+    values = np.asarray(unit_ids).reshape(-1) if hasattr(unit_ids, "ndim") else unit_ids
+    codes, units = encode_groups(values, n_samples, name="unit_ids")
+    return codes, len(units)
+
+
 #: Rows per forward pass of a torch module at prediction time.
 _PREDICT_BLOCK = 4096
 #: Rows per block of a linear model's float64 scores of a float32 ``X``.

@@ -8,6 +8,16 @@ is None) and stores the plan's report as ``epsilon_``, ``delta_``,
 ``dp_event_`` and ``privacy_report_``, with the estimators' own scaffolding
 (:class:`skdp._base.PrivateFitMixin`).
 
+With ``fit(X, unit_ids=...)`` the privacy unit is a unit (a person, say)
+instead of a record, as for the estimators (see :ref:`units`): each unit
+keeps at most ``max_records_per_unit`` of its records
+(:func:`~skdp.privacy.bound_units`, a random subset drawn once per fit) and
+every kept record adds its bounded contribution to every release times its
+factor ``1 / min(|u|, max_records_per_unit)`` (:func:`kept_records`,
+:func:`weighted_sum`). A unit's factors sum to 1, so a whole unit moves each
+release by at most the sensitivity of one record: the plan is the
+record-level plan, about units.
+
 :class:`DPPreprocessorMixin` holds the privacy parameters and report of
 every step; :class:`BaseDPScaler` adds the public or privately estimated
 feature ranges of the scalers.
@@ -24,15 +34,49 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
-from .._base import PrivateFitMixin
+from .._base import UNIT_CONSTRAINTS, PrivateFitMixin, unit_codes
 from ..exceptions import PrivacyLeakWarning
-from ..privacy import BatchReleases, PrivacyReport, ReleasePlan, gaussian_noise
+from ..privacy import (
+    BatchReleases,
+    PrivacyReport,
+    ReleasePlan,
+    bound_units,
+    gaussian_noise,
+)
 from ._ranges import range_from_histogram
 
 
-def one_off_plan(releases):
-    """A plan releasing ``releases`` once from the whole data set."""
-    return ReleasePlan(BatchReleases(releases, steps=1, sampling_rate=1.0, name="fit"))
+def one_off_plan(releases, units=None):
+    """A plan releasing ``releases`` once from the whole data set.
+
+    With ``units`` (:class:`~skdp.privacy.UnitBounds`) the plan is about
+    units: the same sensitivities hold for a unit's weighted records, and
+    the report names the unit.
+    """
+    extra = ({} if units is None else
+             {"n_records": units.n_units, "privacy_unit": units.description})
+    return ReleasePlan(BatchReleases(releases, steps=1, sampling_rate=1.0, name="fit"), **extra)
+
+
+def kept_records(X, units):
+    """The rows of ``X`` that the units keep, and their factors.
+
+    Without units (``units`` None): ``X`` itself and None, the unweighted
+    code path. Otherwise the rows of ``units.kept`` and their factors
+    ``1 / min(|u|, k)``; a dropped record then appears in no release (not
+    even as a category of its own in a count).
+    """
+    if units is None:
+        return X, None
+    return X[units.kept], units.factors[units.kept]
+
+
+def weighted_sum(values, weights):
+    """Sum of ``values`` over the records (axis 0), each record's row times
+    its factor; ``weights`` None is the plain sum."""
+    if weights is None:
+        return values.sum(axis=0)
+    return weights @ values
 
 
 def add_noise(statistics, report, generator):
@@ -50,11 +94,13 @@ def add_noise(statistics, report, generator):
     return noisy
 
 
-def public_report():
-    """Report of a fit that reads nothing from the data: (0, 0)-DP."""
+def public_report(units=None):
+    """Report of a fit that reads nothing from the data: (0, 0)-DP, also
+    about the ``units`` when given."""
     return PrivacyReport(
         epsilon=0.0, delta=0.0, dp_event=dpa.NoOpDpEvent(), accountant="pld",
         neighboring="add_remove", noise={}, steps=(), sampling_rates=(),
+        privacy_unit="record" if units is None else units.description,
     )
 
 
@@ -71,19 +117,38 @@ class DPPreprocessorMixin(PrivateFitMixin):
     randomness of a fit, spending its plan and storing its report come from
     :class:`skdp._base.PrivateFitMixin`, as for the estimators.
 
-    A step merges ``_parameter_constraints`` (``epsilon``, ``delta`` and
-    ``random_state``, which every step takes) into its own.
+    A step merges ``_parameter_constraints`` (``epsilon``, ``delta``,
+    ``random_state`` and ``max_records_per_unit``, which every step takes)
+    into its own.
     """
 
     # requested by default, so that with metadata routing on a Pipeline's
-    # unit_ids reach the step, which cannot use them and says so
+    # unit_ids reach every private step, as they reach the estimators
     __metadata_request__fit = {"unit_ids": True}
 
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "random_state": ["random_state"],
+        "max_records_per_unit": UNIT_CONSTRAINTS["max_records_per_unit"],
     }
+
+    def _randomness(self, unit_ids, n_samples, *, noise=True):
+        """``(generator, units)`` of a fit; sets ``n_units_``.
+
+        ``units`` is the :class:`~skdp.privacy.UnitBounds` of ``unit_ids``
+        (at most ``max_records_per_unit`` records of each unit), or None
+        without them. One generator draws the units' subsets, then the
+        noise; it is made only when the fit draws either (``noise``, or
+        ``unit_ids`` given), else it is None: a fit that draws nothing
+        leaves a ``RandomState`` given as ``random_state`` untouched.
+        """
+        codes, n_units = unit_codes(unit_ids, n_samples)
+        generator = self._make_generator()[0] if noise or codes is not None else None
+        units = None if codes is None else bound_units(
+            codes, n_units, int(self.max_records_per_unit), generator)
+        self.n_units_ = None if units is None else units.n_units
+        return generator, units
 
     def _warn_leak(self, what):
         warnings.warn(

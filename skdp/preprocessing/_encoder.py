@@ -9,9 +9,15 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._base import reject_unit_ids
+from .._base import MAX_RECORDS_PER_UNIT
 from ..privacy import Release
-from ._base import DPPreprocessorMixin, add_noise, one_off_plan, public_report
+from ._base import (
+    DPPreprocessorMixin,
+    add_noise,
+    kept_records,
+    one_off_plan,
+    public_report,
+)
 
 #: Threshold on a candidate's noisy count, in noise standard deviations,
 #: when ``min_frequency`` is None (an absent candidate passes with
@@ -78,10 +84,11 @@ def column_codes(values, categories):
     return table[inverse] if len(uniques) else np.empty(0, dtype=np.int64)
 
 
-def present_counts(values):
-    """The non-missing distinct values of a column and their counts."""
+def present_counts(values, weights=None):
+    """The non-missing distinct values of a column and their counts (each
+    value counted with its record's factor in ``weights``, or 1)."""
     uniques, inverse = _unique_inverse(values)
-    counts = np.bincount(inverse, minlength=len(uniques)).astype(np.float64)
+    counts = np.bincount(inverse, weights=weights, minlength=len(uniques)).astype(np.float64)
     keep = np.array([not _is_missing(u) for u in uniques], dtype=bool)
     return uniques[keep], counts[keep]
 
@@ -89,15 +96,31 @@ def present_counts(values):
 def counts_release(n_features):
     """The Gaussian release of the category counts: a record adds one to at
     most one category of each of the ``n_features`` columns, so the
-    concatenated counts move by at most ``sqrt(n_features)`` in l2 norm."""
+    concatenated counts move by at most ``sqrt(n_features)`` in l2 norm (a
+    unit, whose records add factors summing to at most 1, too)."""
     return Release("counts", sensitivity=math.sqrt(n_features))
 
 
-def stability_threshold(std, n_features, selection_delta):
-    """Smallest threshold at which a record's at most ``n_features`` new
-    categories (count 1 each) all stay hidden except with probability
-    ``selection_delta``: ``1 + std * Phi^-1(1 - selection_delta / n_features)``."""
-    return 1.0 + std * float(stats.norm.isf(selection_delta / n_features))
+def _candidate_counts(codes, n_candidates, weights=None):
+    """Count of each candidate among ``codes`` (-1: no candidate), each
+    record counted with its factor in ``weights``, or 1."""
+    known = codes >= 0
+    weights = None if weights is None else weights[known]
+    return np.bincount(codes[known], weights=weights, minlength=n_candidates).astype(np.float64)
+
+
+def stability_threshold(std, n_new, selection_delta):
+    """Smallest threshold at which the at most ``n_new`` new categories of
+    one record or unit (count at most 1 each) all stay hidden except with
+    probability ``selection_delta``: ``1 + std * Phi^-1(1 - selection_delta
+    / n_new)``, by a union bound.
+
+    A record brings at most one new category per feature (``n_new =
+    n_features``); a unit at most ``max_records_per_unit`` per feature, each
+    of weighted count at most 1 (``n_new = n_features *
+    max_records_per_unit``).
+    """
+    return 1.0 + std * float(stats.norm.isf(selection_delta / n_new))
 
 
 class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
@@ -131,6 +154,15 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         <= delta``. Only the kept categories are released, never the
         others' noisy counts.
 
+    With ``fit(X, unit_ids=...)`` the guarantee is about adding or removing
+    one unit (a person) with all its records: each unit keeps at most
+    ``k = max_records_per_unit`` of its records, each adding ``1 / min(|u|,
+    k)`` instead of 1 to the counts (the same sensitivity, the same noise;
+    the counts count units), and only kept records make a category present.
+    A unit may bring up to ``k`` new categories per feature, so without
+    candidates the stability threshold is set for ``n_features * k`` new
+    categories (``Phi^-1(1 - delta_s / (n_features k))``).
+
     Read more in :ref:`preprocessing`.
 
     Parameters
@@ -156,6 +188,11 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the noise for reproducible experiments; None draws it from the
         operating system's CSPRNG.
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit that the fit uses (a random subset of a larger unit, drawn once
+        per fit), each weighted ``1 / min(|u|, k)``. Unused without
+        ``unit_ids``. See :ref:`units`.
 
     Attributes
     ----------
@@ -170,6 +207,9 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     epsilon_, delta_ : float
     dp_event_ : dp_accounting.DpEvent or None
     privacy_report_ : skdp.privacy.PrivacyReport
+        ``privacy_report_.privacy_unit`` names what epsilon is about.
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids``; None without.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -220,6 +260,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     def __init__(
         self, *, categories="private", candidate_categories=None, min_frequency=None,
         epsilon=1.0, delta=1e-5, dtype=np.float64, random_state=None,
+        max_records_per_unit=MAX_RECORDS_PER_UNIT,
     ):
         self.categories = categories
         self.candidate_categories = candidate_categories
@@ -228,6 +269,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         self.delta = delta
         self.dtype = dtype
         self.random_state = random_state
+        self.max_records_per_unit = max_records_per_unit
 
     def _check_X(self, X, reset):
         X = validate_data(self, X, dtype=None, ensure_all_finite="allow-nan", reset=reset)
@@ -273,45 +315,48 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         y : None
             Ignored.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id). With it,
+            epsilon and delta are about adding or removing *all* records of
+            one unit (see :ref:`units`). Requested by default with metadata
+            routing on; with routing off, pass ``<step>__unit_ids=`` to
+            ``Pipeline.fit``.
 
         Returns
         -------
         self : object
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         X = self._check_X(X, reset=True)
         n_features = X.shape[1]
         self.noisy_counts_ = None
         self.selection_delta_ = 0.0
-        if not isinstance(self.categories, str):
-            if self.candidate_categories is not None:
-                raise ValueError(
-                    "candidate_categories is only used with categories='private'; with public "
-                    "categories leave it None."
-                )
+        public = not isinstance(self.categories, str)
+        if public and self.candidate_categories is not None:
+            raise ValueError(
+                "candidate_categories is only used with categories='private'; with public "
+                "categories leave it None."
+            )
+        generator, units = self._randomness(unit_ids, X.shape[0], noise=not public)
+        if public:
             self.categories_ = self._per_feature(self.categories, n_features, "categories")
-            self._store_privacy_report(public_report())
+            self._store_privacy_report(public_report(units))
             return self
-        plan = one_off_plan([counts_release(n_features)])
-        generator = self._make_generator()[0]
+        X, weights = kept_records(X, units)
+        plan = one_off_plan([counts_release(n_features)], units)
         if self.candidate_categories is not None:
-            self._fit_candidates(X, plan, generator)
+            self._fit_candidates(X, weights, plan, generator)
         else:
-            self._fit_stable(X, plan, generator)
+            n_new = n_features * (1 if units is None else units.max_records)
+            self._fit_stable(X, weights, n_new, plan, generator)
         return self
 
-    def _fit_candidates(self, X, plan, generator):
+    def _fit_candidates(self, X, weights, plan, generator):
         candidates = self._per_feature(self.candidate_categories, X.shape[1],
                                        "candidate_categories")
         counts = [
-            np.bincount(codes[codes >= 0], minlength=len(c)).astype(np.float64)
-            for c, codes in ((c, column_codes(X[:, j], c)) for j, c in enumerate(candidates))
+            _candidate_counts(column_codes(X[:, j], c), len(c), weights)
+            for j, c in enumerate(candidates)
         ]
         report = self._spend(plan)
         sizes = np.cumsum([len(c) for c in candidates])[:-1]
@@ -327,16 +372,18 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         self.noisy_counts_ = noisy
         self._store_privacy_report(report)
 
-    def _fit_stable(self, X, plan, generator):
+    def _fit_stable(self, X, weights, n_new, plan, generator):
+        """Categories present in ``X`` whose noisy count passes the stability
+        threshold for ``n_new`` new categories of one record or unit."""
         n_features = X.shape[1]
-        present = [present_counts(X[:, j]) for j in range(n_features)]
+        present = [present_counts(X[:, j], weights) for j in range(n_features)]
         if self.epsilon is None:
             report = plan.non_private(self.delta)
             tau = 1.0
         else:
             report = plan.calibrate(self.epsilon, self.delta / 2)
             self.selection_delta_ = self.delta / (2 * math.exp(self.epsilon))
-            tau = stability_threshold(report.scale("counts"), n_features, self.selection_delta_)
+            tau = stability_threshold(report.scale("counts"), n_new, self.selection_delta_)
         flat = np.concatenate([c for _, c in present]) if present else np.empty(0)
         noisy = add_noise({"counts": flat}, report, generator)["counts"]
         noisy = np.split(noisy, np.cumsum([len(c) for _, c in present])[:-1])

@@ -14,11 +14,24 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .._base import reject_unit_ids
+from .._base import MAX_RECORDS_PER_UNIT
 from ..privacy import Release
-from ._base import DPPreprocessorMixin, add_noise, feature_pairs, one_off_plan, public_report
+from ._base import (
+    DPPreprocessorMixin,
+    add_noise,
+    feature_pairs,
+    kept_records,
+    one_off_plan,
+    public_report,
+    weighted_sum,
+)
 from ._encoder import column_codes, counts_release
-from ._ranges import histogram_median, histogram_release, range_from_histogram, range_histogram
+from ._ranges import (
+    histogram_median,
+    histogram_release,
+    range_from_histogram,
+    range_histogram,
+)
 
 #: Shares (GDP mu^2) of the releases of a ``strategy="mean"`` fit: the range
 #: histogram (only with ``data_range``), the clipped sums and the counts.
@@ -38,7 +51,8 @@ def mean_releases(n_features, *, with_histogram=False):
     record moves each feature's sum of ``u`` by at most 1 (its half-width in
     the units of ``X``) and each feature's count of observed values by at
     most 1, so over all features together both vectors move by at most
-    ``sqrt(n_features)`` in l2 norm.
+    ``sqrt(n_features)`` in l2 norm. A unit's records add factors summing to
+    at most 1, so a unit moves them as much.
     """
     root = math.sqrt(n_features)
     releases = [
@@ -50,13 +64,14 @@ def mean_releases(n_features, *, with_histogram=False):
     return releases
 
 
-def mean_statistics(X, observed, lower, upper):
+def mean_statistics(X, observed, lower, upper, weights=None):
     """What ``DPSimpleImputer(strategy="mean")`` releases, before noise.
 
     ``X`` (missing entries may hold anything, NaN included) is read only
     where ``observed``: those values are clipped to ``[lower, upper]`` and
     mapped onto ``[-1, 1]``. Returns each feature's sum of the mapped values
-    and its count of observed values.
+    and its count of observed values, each record's terms times its factor
+    in ``weights`` (the unit factors of a fit with ``unit_ids``; None: 1).
     """
     observed = np.asarray(observed, dtype=bool)
     center, half = (lower + upper) / 2, (upper - lower) / 2
@@ -64,7 +79,10 @@ def mean_statistics(X, observed, lower, upper):
     # clipped again after the affine map: its rounding must not push a value
     # past +-1, the sensitivity the plan states
     U = np.clip((np.clip(values, lower, upper) - center) / half, -1.0, 1.0)
-    return {"sum": U.sum(axis=0), "count": observed.sum(axis=0).astype(np.float64)}
+    if weights is None:
+        return {"sum": U.sum(axis=0), "count": observed.sum(axis=0).astype(np.float64)}
+    return {"sum": weighted_sum(U, weights),
+            "count": weighted_sum(observed.astype(np.float64), weights)}
 
 
 def count_releases(n_features):
@@ -75,15 +93,18 @@ def count_releases(n_features):
     return [counts_release(n_features)]
 
 
-def category_counts(X, observed, categories):
+def category_counts(X, observed, categories, weights=None):
     """Counts of the observed values of each feature equal to each of its
     public ``categories``, concatenated over the features (values outside
-    the categories count nowhere)."""
+    the categories count nowhere); each record counts with its factor in
+    ``weights``, or 1."""
     counts = []
     for j, values in enumerate(categories):
         codes = column_codes(np.asarray(X[:, j], dtype=np.float64), values)
-        codes = codes[np.asarray(observed[:, j], dtype=bool) & (codes >= 0)]
-        counts.append(np.bincount(codes, minlength=len(values)).astype(np.float64))
+        counted = np.asarray(observed[:, j], dtype=bool) & (codes >= 0)
+        counts.append(np.bincount(
+            codes[counted], weights=None if weights is None else weights[counted],
+            minlength=len(values)).astype(np.float64))
     return np.concatenate(counts) if counts else np.empty(0)
 
 
@@ -130,6 +151,14 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         ``fill_value`` (default 0) for every feature. ``fit`` reads only
         the shape and column names of ``X``: ``epsilon_ = 0`` and
         ``dp_event_`` is a ``NoOpDpEvent``.
+
+    With ``fit(X, unit_ids=...)`` the guarantee is about adding or removing
+    one unit (a person) with all its records: each unit keeps at most
+    ``max_records_per_unit`` of its records, whose terms in every release
+    (sums, counts, histograms) are weighted ``1 / min(|u|, k)``, so the
+    sensitivities and the noise are those of a record-level fit. The
+    statistics are then those of the unit-weighted observed values (each
+    unit's kept records share one unit of mass).
 
     **Features with too few observed values.** A feature whose noisy count
     of observed values (for a histogram or categories: the sum of its noisy
@@ -199,6 +228,11 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the noise for reproducible experiments. None draws the noise
         from the operating system's CSPRNG (:class:`~skdp.privacy.SecureGenerator`).
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit that the fit uses (a random subset of a larger unit, drawn once
+        per fit), each weighted ``1 / min(|u|, k)``. Unused without
+        ``unit_ids``. See :ref:`units`.
 
     Attributes
     ----------
@@ -214,6 +248,9 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         Privacy spent by ``fit`` (the accountant's epsilon of ``dp_event_``).
     dp_event_ : dp_accounting.DpEvent or None
     privacy_report_ : skdp.privacy.PrivacyReport
+        ``privacy_report_.privacy_unit`` names what epsilon is about.
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids``; None without.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has feature names that are all strings.
@@ -264,7 +301,7 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     def __init__(
         self, *, missing_values=np.nan, strategy="mean", fill_value=None, bounds=None,
         data_range=None, categories=None, n_bins=32, quantile=0.01, add_indicator=False,
-        epsilon=1.0, delta=1e-5, random_state=None,
+        epsilon=1.0, delta=1e-5, random_state=None, max_records_per_unit=MAX_RECORDS_PER_UNIT,
     ):
         self.missing_values = missing_values
         self.strategy = strategy
@@ -278,6 +315,7 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         self.epsilon = epsilon
         self.delta = delta
         self.random_state = random_state
+        self.max_records_per_unit = max_records_per_unit
 
     def _skdp_reads_data(self):
         """Constant imputation reads nothing from the data."""
@@ -363,37 +401,40 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         y : None
             Ignored.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id). With it,
+            epsilon and delta are about adding or removing *all* records of
+            one unit (see :ref:`units`). Requested by default with metadata
+            routing on; with routing off, pass ``<step>__unit_ids=`` to
+            ``Pipeline.fit``.
 
         Returns
         -------
         self : object
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         X = self._check_X(X, reset=True)
         self._check_settings()
         n_features = X.shape[1]
         names = getattr(self, "feature_names_in_", None)
         self.bounds_ = None
         self.fallback_ = np.zeros(n_features, dtype=bool)
-        if self.strategy == "constant":
+        constant = self.strategy == "constant"
+        generator, units = self._randomness(unit_ids, X.shape[0], noise=not constant)
+        if constant:
             fill = 0.0 if self.fill_value is None else float(self.fill_value)
             self.statistics_ = np.full(n_features, fill)
-            self._store_privacy_report(public_report())
+            self._store_privacy_report(public_report(units))
             return self
 
-        observed = ~self._missing(X)
+        X, weights = kept_records(X, units)
+        data = (X, ~self._missing(X), weights, units, generator)
         if self.strategy == "most_frequent" and self.categories is not None:
-            statistics, trusted, fallback, report = self._fit_categories(X, observed)
+            statistics, trusted, fallback, report = self._fit_categories(*data)
         elif self.strategy == "mean":
-            statistics, trusted, fallback, report = self._fit_mean(X, observed, names)
+            statistics, trusted, fallback, report = self._fit_mean(*data, names)
         else:
-            statistics, trusted, fallback, report = self._fit_histogram(X, observed, names)
+            statistics, trusted, fallback, report = self._fit_histogram(*data, names)
         if self.fill_value is not None:
             fallback = np.full(n_features, float(self.fill_value))
         self.statistics_ = np.where(trusted, statistics, fallback)
@@ -406,30 +447,28 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             return feature_pairs(self.bounds, n_features, names, "bounds")
         return feature_pairs(self.data_range, n_features, names, "data_range")
 
-    def _fit_mean(self, X, observed, names):
+    def _fit_mean(self, X, observed, weights, units, generator, names):
         n_features = X.shape[1]
         private_range = self.bounds is None
-        report = self._spend(one_off_plan(mean_releases(n_features,
-                                                        with_histogram=private_range)))
-        generator = self._make_generator()[0]
+        report = self._spend(one_off_plan(mean_releases(n_features, with_histogram=private_range),
+                                          units))
         lower, upper = self._public_range(n_features, names)
         if private_range:
-            counts = range_histogram(X, lower, upper, self.n_bins, observed)
+            counts = range_histogram(X, lower, upper, self.n_bins, observed, weights)
             noisy = add_noise({"histogram": counts}, report, generator)["histogram"]
             lower, upper = range_from_histogram(noisy, lower, upper, self.quantile)
-        noisy = add_noise(mean_statistics(X, observed, lower, upper), report, generator)
+        noisy = add_noise(mean_statistics(X, observed, lower, upper, weights), report, generator)
         center, half = (lower + upper) / 2, (upper - lower) / 2
         mean_u = np.clip(noisy["sum"] / np.maximum(noisy["count"], 1.0), -1.0, 1.0)
         self.bounds_ = np.vstack([lower, upper])
         trusted = _trusted(noisy["count"], report.scale("count"))
         return center + half * mean_u, trusted, center, report
 
-    def _fit_histogram(self, X, observed, names):
+    def _fit_histogram(self, X, observed, weights, units, generator, names):
         n_features = X.shape[1]
-        report = self._spend(one_off_plan([histogram_release(n_features)]))
-        generator = self._make_generator()[0]
+        report = self._spend(one_off_plan([histogram_release(n_features)], units))
         lower, upper = self._public_range(n_features, names)
-        counts = range_histogram(X, lower, upper, self.n_bins, observed)
+        counts = range_histogram(X, lower, upper, self.n_bins, observed, weights)
         noisy = add_noise({"histogram": counts}, report, generator)["histogram"]
         if self.strategy == "median":
             statistics = histogram_median(noisy, lower, upper)
@@ -441,11 +480,10 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         self.bounds_ = np.vstack([lower, upper])
         return statistics, trusted, (lower + upper) / 2, report
 
-    def _fit_categories(self, X, observed):
+    def _fit_categories(self, X, observed, weights, units, generator):
         categories = self._checked_categories(X.shape[1])
-        report = self._spend(one_off_plan(count_releases(X.shape[1])))
-        generator = self._make_generator()[0]
-        counts = category_counts(X, observed, categories)
+        report = self._spend(one_off_plan(count_releases(X.shape[1]), units))
+        counts = category_counts(X, observed, categories, weights)
         noisy = add_noise({"counts": counts}, report, generator)["counts"]
         noisy = np.split(noisy, np.cumsum([len(c) for c in categories])[:-1])
         std = report.scale("counts")

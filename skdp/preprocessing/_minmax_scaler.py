@@ -2,10 +2,11 @@
 
 import numpy as np
 
-from .._base import reject_unit_ids
+from .._base import MAX_RECORDS_PER_UNIT
 from ._base import (
     BaseDPScaler,
     feature_pairs,
+    kept_records,
     leaky_report,
     one_off_plan,
     public_report,
@@ -33,6 +34,12 @@ class DPMinMaxScaler(BaseDPScaler):
     - neither: the minimum and maximum of the data, with a
       :class:`~skdp.exceptions.PrivacyLeakWarning`; ``epsilon_`` is inf.
 
+    With ``fit(X, unit_ids=...)`` the guarantee is about adding or removing
+    one unit (a person) with all its records: each unit keeps at most
+    ``max_records_per_unit`` of its records, each adding ``1 / min(|u|, k)``
+    instead of 1 to the histogram, so a unit moves it as one record does
+    (same sensitivity, same noise). Public bounds stay free.
+
     Read more in :ref:`preprocessing`.
 
     Parameters
@@ -59,6 +66,11 @@ class DPMinMaxScaler(BaseDPScaler):
     random_state : int, RandomState instance or None, default=None
         Seeds the noise for reproducible experiments; None draws it from the
         operating system's CSPRNG.
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit that the fit uses (a random subset of a larger unit, drawn once
+        per fit), each weighted ``1 / min(|u|, k)``. Unused without
+        ``unit_ids``. See :ref:`units`.
 
     Attributes
     ----------
@@ -68,6 +80,9 @@ class DPMinMaxScaler(BaseDPScaler):
     epsilon_, delta_ : float
     dp_event_ : dp_accounting.DpEvent or None
     privacy_report_ : skdp.privacy.PrivacyReport
+        ``privacy_report_.privacy_unit`` names what epsilon is about.
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids``; None without.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -106,6 +121,7 @@ class DPMinMaxScaler(BaseDPScaler):
     def __init__(
         self, feature_range=(0, 1), *, epsilon=1.0, delta=1e-5, bounds=None, data_range=None,
         n_bins=32, quantile=0.01, clip=True, random_state=None,
+        max_records_per_unit=MAX_RECORDS_PER_UNIT,
     ):
         self.feature_range = feature_range
         self.epsilon = epsilon
@@ -116,6 +132,7 @@ class DPMinMaxScaler(BaseDPScaler):
         self.quantile = quantile
         self.clip = clip
         self.random_state = random_state
+        self.max_records_per_unit = max_records_per_unit
 
     def _skdp_reads_data(self):
         """Public bounds read nothing from the data."""
@@ -130,18 +147,18 @@ class DPMinMaxScaler(BaseDPScaler):
         y : None
             Ignored.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id). With it,
+            epsilon and delta are about adding or removing *all* records of
+            one unit (see :ref:`units`). Requested by default with metadata
+            routing on; with routing off, pass ``<step>__unit_ids=`` to
+            ``Pipeline.fit``.
 
         Returns
         -------
         self : object
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         low_out, high_out = self.feature_range
         if not low_out < high_out:
             raise ValueError(
@@ -149,23 +166,24 @@ class DPMinMaxScaler(BaseDPScaler):
             )
         self._check_range_source()
         X, n_features, names = self._validate_fit_data(X)
+        noise = self.bounds is None and self.data_range is not None
+        generator, units = self._randomness(unit_ids, X.shape[0], noise=noise)
+        X, weights = kept_records(X, units)
+        plan = one_off_plan([histogram_release(n_features)], units)
         if self.bounds is not None:
             # public: the values of X are never read
             lower, upper = feature_pairs(self.bounds, n_features, names, "bounds")
-            self._store_privacy_report(public_report())
+            self._store_privacy_report(public_report(units))
         elif self.data_range is not None:
             wide_lower, wide_upper = feature_pairs(self.data_range, n_features, names, "data_range")
-            report = self._spend(one_off_plan([histogram_release(n_features)]))
-            counts = range_histogram(X, wide_lower, wide_upper, self.n_bins)
-            lower, upper = self._noisy_range(
-                counts, wide_lower, wide_upper, report, self._make_generator()[0]
-            )
+            report = self._spend(plan)
+            counts = range_histogram(X, wide_lower, wide_upper, self.n_bins, weights=weights)
+            lower, upper = self._noisy_range(counts, wide_lower, wide_upper, report, generator)
             self._store_privacy_report(report)
         else:
             lower, upper = X.min(axis=0), X.max(axis=0)
             self._warn_leak("bounds=None and data_range=None: the data's min and max are used.")
-            report = leaky_report(one_off_plan([histogram_release(n_features)]).non_private(self.delta))
-            self._store_privacy_report(report)
+            self._store_privacy_report(leaky_report(plan.non_private(self.delta)))
 
         self.data_min_, self.data_max_ = lower, upper
         self.data_range_ = upper - lower

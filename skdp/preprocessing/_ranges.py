@@ -25,13 +25,16 @@ def histogram_release(n_features, share=1.0, name="histogram"):
     return Release(name, sensitivity=math.sqrt(n_features), share=share)
 
 
-def range_histogram(X, lower, upper, n_bins, observed=None):
+def range_histogram(X, lower, upper, n_bins, observed=None, weights=None):
     """Counts of ``X`` (clipped to ``[lower, upper]``) in ``n_bins`` equal bins.
 
     ``observed`` (a boolean mask of the shape of ``X``, or None for all)
     selects the entries that are counted; the others (missing values, which
     may be NaN) count nowhere, so a record still adds at most one to one bin
-    of each feature.
+    of each feature. ``weights`` (one factor in [0, 1] per record, or None
+    for 1) scales what each record adds: the unit factors of a fit with
+    ``unit_ids``, so that a unit adds at most one to the bins of each
+    feature.
 
     Returns an array of shape (n_features, n_bins).
     """
@@ -43,10 +46,15 @@ def range_histogram(X, lower, upper, n_bins, observed=None):
     codes = np.clip(codes, 0, n_bins - 1)
     n_features = X.shape[1]
     flat = codes + n_bins * np.arange(n_features)
-    weights = None if observed is None else np.asarray(observed, dtype=np.float64).ravel()
-    return np.bincount(flat.ravel(), weights=weights, minlength=n_features * n_bins).reshape(
-        n_features, n_bins
-    ).astype(np.float64)
+    entry_weights = None if observed is None else np.asarray(observed, dtype=np.float64)
+    if weights is not None:
+        record_weights = np.asarray(weights, dtype=np.float64)[:, None]
+        entry_weights = (np.broadcast_to(record_weights, X.shape) if entry_weights is None
+                         else entry_weights * record_weights)
+    if entry_weights is not None:
+        entry_weights = entry_weights.ravel()
+    return np.bincount(flat.ravel(), weights=entry_weights,
+                       minlength=n_features * n_bins).reshape(n_features, n_bins).astype(np.float64)
 
 
 def range_from_histogram(noisy, lower, upper, quantile):

@@ -4,14 +4,16 @@ import math
 
 import numpy as np
 
-from .._base import reject_unit_ids
+from .._base import MAX_RECORDS_PER_UNIT
 from ..privacy import Release
 from ._base import (
     BaseDPScaler,
     add_noise,
     feature_pairs,
+    kept_records,
     leaky_report,
     one_off_plan,
+    weighted_sum,
 )
 from ._ranges import histogram_release, range_histogram
 
@@ -27,7 +29,9 @@ def moment_releases(n_features, *, with_histogram=False):
     Each record is mapped into ``[-1, 1]`` per feature (``u``), so one record
     moves the count by 1, the sum of ``u`` by at most ``sqrt(n_features)``
     and the sum of ``u**2 - 1/2`` (entries in ``[-1/2, 1/2]``) by at most
-    ``sqrt(n_features) / 2``, in l2 norm.
+    ``sqrt(n_features) / 2``, in l2 norm. With ``unit_ids`` a unit's
+    records add these contributions times factors that sum to at most 1, so
+    a unit moves each release by at most the same amount.
     """
     root = math.sqrt(n_features)
     releases = [
@@ -40,22 +44,25 @@ def moment_releases(n_features, *, with_histogram=False):
     return releases
 
 
-def moment_statistics(X, lower, upper):
+def moment_statistics(X, lower, upper, weights=None):
     """The statistics :class:`DPStandardScaler` releases, before noise.
 
     ``X`` is clipped to ``[lower, upper]`` and mapped affinely onto
     ``[-1, 1]`` (``u``); returns the count, ``sum(u)`` and
-    ``sum(u**2 - 1/2)``.
+    ``sum(u**2 - 1/2)``. ``weights`` (a factor in [0, 1] per record, the
+    unit factors of a fit with ``unit_ids``) weigh each record's terms, the
+    count included; None counts every record once.
     """
     center, half = (lower + upper) / 2, (upper - lower) / 2
     # clipped again after the affine map: its rounding must not push a value
     # past +-1, the sensitivity the plan states
     U = np.clip((np.clip(np.asarray(X, dtype=np.float64), lower, upper) - center) / half,
                 -1.0, 1.0)
+    count = float(U.shape[0]) if weights is None else float(np.sum(weights))
     return {
-        "count": np.array([float(U.shape[0])]),
-        "sum": U.sum(axis=0),
-        "sum_squares": (U**2 - 0.5).sum(axis=0),
+        "count": np.array([count]),
+        "sum": weighted_sum(U, weights),
+        "sum_squares": weighted_sum(U**2 - 0.5, weights),
     }
 
 
@@ -70,6 +77,14 @@ class DPStandardScaler(BaseDPScaler):
     noised too: adding a record changes it). The mean and variance are
     computed from the noisy statistics alone. Data outside ``bounds`` is
     clipped, never used to widen them.
+
+    With ``fit(X, unit_ids=...)`` the guarantee is about adding or removing
+    one unit (a person) with all its records: each unit keeps at most
+    ``max_records_per_unit`` of its records, whose terms in every release
+    (the range histogram included) are weighted ``1 / min(|u|, k)``, so the
+    sensitivities and the noise are those of a record-level fit. The mean
+    and variance are then those of the unit-weighted records (each unit's
+    kept records share one unit of mass) and the count is a count of units.
 
     Read more in :ref:`preprocessing`.
 
@@ -103,6 +118,11 @@ class DPStandardScaler(BaseDPScaler):
         Seeds the noise for reproducible experiments. None draws the noise
         from the operating system's CSPRNG (:class:`~skdp.privacy.SecureGenerator`):
         it cannot be predicted or replayed, which is what a deployment needs.
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit that the fit uses (a random subset of a larger unit, drawn once
+        per fit), each weighted ``1 / min(|u|, k)``. Unused without
+        ``unit_ids``. See :ref:`units`.
 
     Attributes
     ----------
@@ -115,11 +135,16 @@ class DPStandardScaler(BaseDPScaler):
     bounds_ : ndarray of shape (2, n_features)
         The range the data was clipped to.
     n_samples_seen_ : float
-        Noisy record count.
+        Noisy record count (with ``unit_ids``: noisy count of units).
     epsilon_, delta_ : float
         Privacy spent by ``fit`` (the accountant's epsilon of ``dp_event_``).
     dp_event_ : dp_accounting.DpEvent or None
     privacy_report_ : skdp.privacy.PrivacyReport
+        ``privacy_report_.privacy_unit`` names what epsilon is about:
+        ``"record"``, or the unit with ``unit_ids``.
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids`` (public, like the number
+        of records); None without.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined only when ``X`` has feature names that are all strings.
@@ -143,7 +168,7 @@ class DPStandardScaler(BaseDPScaler):
 
     def __init__(
         self, *, epsilon=1.0, delta=1e-5, bounds=None, data_range=None, n_bins=32,
-        quantile=0.01, clip=True, random_state=None,
+        quantile=0.01, clip=True, random_state=None, max_records_per_unit=MAX_RECORDS_PER_UNIT,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -153,6 +178,7 @@ class DPStandardScaler(BaseDPScaler):
         self.quantile = quantile
         self.clip = clip
         self.random_state = random_state
+        self.max_records_per_unit = max_records_per_unit
 
     def fit(self, X, y=None, *, unit_ids=None):
         """Release the noisy moments of ``X``.
@@ -163,30 +189,31 @@ class DPStandardScaler(BaseDPScaler):
         y : None
             Ignored.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id; any hashable,
+            no missing value). With it, epsilon and delta are about adding
+            or removing *all* records of one unit (see :ref:`units`).
+            Requested by default with metadata routing on; with routing off,
+            pass ``<step>__unit_ids=`` to ``Pipeline.fit``.
 
         Returns
         -------
         self : object
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         X, n_features, names = self._validate_fit_data(X)
         self._check_range_source()
+        generator, units = self._randomness(unit_ids, X.shape[0])
+        X, weights = kept_records(X, units)
         private_range = self.bounds is None and self.data_range is not None
-        plan = one_off_plan(moment_releases(n_features, with_histogram=private_range))
+        plan = one_off_plan(moment_releases(n_features, with_histogram=private_range), units)
         report = self._spend(plan)
-        generator = self._make_generator()[0]
 
         if self.bounds is not None:
             lower, upper = feature_pairs(self.bounds, n_features, names, "bounds")
         elif private_range:
             wide_lower, wide_upper = feature_pairs(self.data_range, n_features, names, "data_range")
-            counts = range_histogram(X, wide_lower, wide_upper, self.n_bins)
+            counts = range_histogram(X, wide_lower, wide_upper, self.n_bins, weights=weights)
             lower, upper = self._noisy_range(counts, wide_lower, wide_upper, report, generator)
         else:
             lower, upper = X.min(axis=0), X.max(axis=0)
@@ -196,7 +223,7 @@ class DPStandardScaler(BaseDPScaler):
                 "bounds=None and data_range=None: the feature ranges are read from the data."
             )
 
-        noisy = add_noise(moment_statistics(X, lower, upper), report, generator)
+        noisy = add_noise(moment_statistics(X, lower, upper, weights), report, generator)
         count = max(float(noisy["count"][0]), 1.0)
         mean_u = np.clip(noisy["sum"] / count, -1.0, 1.0)
         second = np.clip((noisy["sum_squares"] + 0.5 * count) / count, 0.0, 1.0)

@@ -8,6 +8,13 @@ adaptive composition of the steps' mechanisms. :func:`spent` walks a fitted
 estimator -- recursing into ``Pipeline``, ``ColumnTransformer`` and
 ``FeatureUnion`` -- collects the ``dp_event_`` of every skdp step and asks a
 fresh accountant for the epsilon of their ``ComposedDpEvent``.
+
+Composition needs one privacy unit: every step's epsilon must be about the
+same neighbouring datasets. A step fitted with ``unit_ids`` is private for
+adding or removing one unit with all its records, a step without them only
+for one record, so :func:`spent` refuses to compose the two (and unit-level
+steps fitted on different numbers of units), and names the unit of a
+workflow whose steps all used units.
 """
 
 import math
@@ -120,8 +127,19 @@ def _column_choices(estimator, prefix=""):
     return found
 
 
-class Spent(NamedTuple):
+class _SpentFields(NamedTuple):
+    epsilon: float
+    delta: float
+    dp_event: object
+    steps: tuple
+
+
+class Spent(_SpentFields):
     """The privacy of a fitted workflow, as returned by :func:`spent`.
+
+    A named tuple ``(epsilon, delta, dp_event, steps)``, which also says
+    what epsilon is about (``privacy_unit``, an attribute beside the four
+    fields, so that the tuple unpacks as before).
 
     Attributes
     ----------
@@ -142,12 +160,28 @@ class Spent(NamedTuple):
         ``(name, epsilon_, delta_)`` of every step that reads the data, in
         the order they were visited; names follow scikit-learn's parameter
         paths (``"preprocess__num"``).
+    privacy_unit : str
+        What epsilon is about: ``"record"``, or the unit of the steps when
+        every step that spends budget was fitted with ``unit_ids`` (their
+        ``privacy_report_.privacy_unit``, e.g. ``"unit
+        (max_records_per_unit=16)"``; ``"unit"`` when the steps' bounds
+        differ).
     """
 
-    epsilon: float
-    delta: float
-    dp_event: object
-    steps: tuple
+    def __new__(cls, epsilon, delta, dp_event, steps, privacy_unit="record"):
+        spent = super().__new__(cls, epsilon, delta, dp_event, steps)
+        spent.privacy_unit = privacy_unit
+        return spent
+
+    def __getnewargs__(self):
+        return (*self, self.privacy_unit)
+
+    def _replace(self, **changes):
+        unit = changes.pop("privacy_unit", self.privacy_unit)
+        return Spent(*super()._replace(**changes), privacy_unit=unit)
+
+    def __repr__(self):
+        return f"{super().__repr__()[:-1]}, privacy_unit={self.privacy_unit!r})"
 
 
 def _is_fitted(estimator):
@@ -167,6 +201,51 @@ def _event_delta(step):
     if report is not None:
         return float(report.delta)
     return float(getattr(step, "event_delta_", step.delta_))
+
+
+def _privacy_unit(step):
+    """What a fitted step's epsilon is about: its ``privacy_report_``'s
+    ``privacy_unit`` (``"record"`` for a step without a report)."""
+    report = getattr(step, "privacy_report_", None)
+    return getattr(report, "privacy_unit", "record")
+
+
+def _unit_key(step):
+    """``(unit-level, n_units_)`` of a fitted step: two steps compose only
+    when their keys are equal. The bound ``max_records_per_unit`` may
+    differ: each step is private for adding or removing one unit whatever
+    its bound."""
+    if _privacy_unit(step) == "record":
+        return (False, None)
+    return (True, getattr(step, "n_units_", None))
+
+
+def _describe_unit(step):
+    unit = _privacy_unit(step)
+    if unit == "record":
+        return "about records (fitted without unit_ids)"
+    return f"about {unit} with n_units_={getattr(step, 'n_units_', None)}"
+
+
+def _common_unit(spending):
+    """The privacy unit of the steps ``spending`` (``(name, step)`` pairs of
+    the steps that spent budget), or a ValueError naming each step's unit
+    when they differ."""
+    keys = {_unit_key(step) for _, step in spending}
+    if len(keys) > 1:
+        listing = "; ".join(f"{name!r} ({type(step).__name__}) {_describe_unit(step)}"
+                            for name, step in spending)
+        raise ValueError(
+            "spent() composes the steps' epsilons, which must all be about the same privacy "
+            f"unit, but they are not: {listing}. Fit every private step with the same "
+            "unit_ids: with metadata routing on, Pipeline.fit(X, y, unit_ids=ids) passes them "
+            "to every step; with routing off, pass <step>__unit_ids=ids to Pipeline.fit for "
+            "each private step (or fit every step without unit_ids, about records)."
+        )
+    units = {_privacy_unit(step) for _, step in spending}
+    if not units or units == {"record"}:
+        return "record"
+    return units.pop() if len(units) == 1 else "unit"
 
 
 def _what_it_learnt(estimator):
@@ -236,6 +315,12 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
     a :class:`~skdp.exceptions.PrivacyLeakWarning` names the step, says what
     it learnt and how to avoid it, and epsilon is inf.
 
+    One privacy unit for the whole workflow: the steps that spend budget
+    must all be about records, or all about the same units (fitted with
+    ``unit_ids``, on the same number of units ``n_units_``); the total is
+    then about that unit (``Spent.privacy_unit``). Free steps (public
+    bounds or categories) hold for any unit.
+
     Parameters
     ----------
     estimator : estimator
@@ -251,12 +336,17 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
     Returns
     -------
     Spent
-        Named tuple ``(epsilon, delta, dp_event, steps)``.
+        Named tuple ``(epsilon, delta, dp_event, steps)``, with the
+        ``privacy_unit`` it is about.
 
     Raises
     ------
     sklearn.exceptions.NotFittedError
         If ``estimator`` is not fitted.
+    ValueError
+        If the steps that spend budget used different privacy units: some
+        fitted with ``unit_ids`` and some without, or with different numbers
+        of units. Fit every private step with the same ``unit_ids``.
 
     Examples
     --------
@@ -291,7 +381,7 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
             f"spent() needs a fitted estimator; this {type(estimator).__name__} is not fitted."
         )
 
-    events, deltas, selection_delta, steps, leaks = [], [], 0.0, [], []
+    events, deltas, selection_delta, steps, leaks, spending = [], [], 0.0, [], [], []
     for path, step in leaf_steps(estimator, fitted=True):
         name = path or type(step).__name__
         if not _is_fitted(step):
@@ -305,6 +395,7 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
             if event == dpa.NoOpDpEvent():
                 continue
             events.append(event)
+            spending.append((name, step))
             deltas.append(_event_delta(step))
             selection_delta += float(getattr(step, "selection_delta_", 0.0))
         elif (why := _what_it_learnt(step)) is not None:
@@ -323,14 +414,16 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
         if non_private == "raise":
             raise ValueError(message)
         warnings.warn(message, PrivacyLeakWarning, stacklevel=2)
+    privacy_unit = _common_unit(spending)
 
     target = float(delta) if delta is not None else float(sum(deltas))
     if leaks:
         event = dpa.ComposedDpEvent(events + [dpa.NonPrivateDpEvent()] * len(leaks))
-        return Spent(math.inf, target, event, tuple(steps))
+        return Spent(math.inf, target, event, tuple(steps), privacy_unit)
     if not events:
-        return Spent(0.0, 0.0 if delta is None else target, dpa.NoOpDpEvent(), tuple(steps))
+        return Spent(0.0, 0.0 if delta is None else target, dpa.NoOpDpEvent(), tuple(steps),
+                     privacy_unit)
     event = events[0] if len(events) == 1 else dpa.ComposedDpEvent(events)
     epsilon = compute_epsilon(event, target, accountant)
     total_delta = target + math.exp(epsilon) * selection_delta
-    return Spent(epsilon, total_delta, event, tuple(steps))
+    return Spent(epsilon, total_delta, event, tuple(steps), privacy_unit)
