@@ -34,7 +34,10 @@ class LocGDConfig:
 
     ``noise_multiplier=None`` runs without noise (still clipped).
     ``strong_convexity`` is the public modulus mu (the penalty ``alpha``
-    when the loss alone is not known to be strongly convex).
+    when the loss alone is not known to be strongly convex). ``n_units``:
+    with privacy units, the gradient sums (whose records carry their unit
+    factors, so a unit moves a sum by at most ``max_grad_norm``) are divided
+    by the public number of units instead of records (None).
     """
 
     n_rounds: int
@@ -45,6 +48,7 @@ class LocGDConfig:
     max_lr: float = 1.0
     alpha: float = 0.0
     radius0: float = None
+    n_units: int = None
 
 
 def loc_gd_plan(config, *, name="gradient", neighboring="add_remove", accountant="pld"):
@@ -76,8 +80,8 @@ def run_loc_gd(backend, targets, head, config, generator):
         ``"radii"``: the ball radius of each round (public).
     """
     weights = backend.weights
-    n = targets.shape[0]
-    idx = torch.arange(n, device=weights.device)
+    idx = torch.arange(targets.shape[0], device=weights.device)
+    n = targets.shape[0] if config.n_units is None else config.n_units  # the mean's normaliser
     targets_t = (targets.T.contiguous(),)
     clip = config.max_grad_norm
     private = config.noise_multiplier is not None

@@ -8,18 +8,33 @@ trained models per iteration (Kornowski, *DP bilevel optimization*, Sec. 7,
 with the sign of the printed rule corrected). The
 whole data set (training and validation parts) is protected and ``fit``
 spends the whole budget.
+
+With ``fit(unit_ids=...)`` the protected unit is a person (or any unit) with
+all their records: the split is by unit, every inner problem is a mean over
+units of each unit's factor-weighted loss (at most ``max_records_per_unit``
+records, factors summing to at most 1, see
+:func:`~skdp.privacy.bound_units`), the DP-SGD solves sample units, and every
+sensitivity is the record-level one with the number of units in place of the
+number of records (see :class:`~skdp.bilevel._solvers.Problem`).
 """
 
 import math
 from numbers import Integral, Real
 from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import torch
 from sklearn.utils._metadata_requests import UNUSED
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import BaseDPClassifier, BaseDPRegressor, reject_unit_ids
+from .._base import (
+    MAX_RECORDS_PER_UNIT,
+    UNIT_CONSTRAINTS,
+    BaseDPClassifier,
+    BaseDPRegressor,
+    split_fit_only_columns,
+)
 from ..privacy import (
     ACCOUNTANTS,
     NEIGHBORING,
@@ -54,10 +69,36 @@ _LOC_GD_L2 = 0.1
 _MAX_MULTIPLIER = 1e3
 
 
+def _part_sizes(mask, units=None):
+    """``(n, n_train, n_val)`` of a validation ``mask`` over the records:
+    counts of records, or with ``units`` (whose records are all on one side)
+    of units."""
+    if units is None:
+        n_val = int(mask.sum())
+        return mask.shape[0], mask.shape[0] - n_val, n_val
+    n_val = int(np.bincount(units.codes[mask], minlength=units.n_units).astype(bool).sum())
+    return units.n_units, units.n_units - n_val, n_val
+
+
+def _check_mask_keeps_units(mask, units):
+    """A ValueError when ``mask`` puts records of one unit on both sides."""
+    in_validation = np.bincount(units.codes, weights=mask, minlength=units.n_units)
+    sizes = np.bincount(units.codes, minlength=units.n_units)
+    split = int(((in_validation > 0) & (in_validation < sizes)).sum())
+    if split:
+        raise ValueError(
+            f"validation_mask splits {split} of the {units.n_units} units given by unit_ids "
+            "between the training and validation parts; with unit_ids each unit's records "
+            "must all be on one side (the privacy unit is the whole unit). Make the mask "
+            "constant within each unit, e.g. validation_mask = np.isin(unit_ids, "
+            "validation_units), or leave it out to split by unit with validation_fraction."
+        )
+
+
 class _DPBilevelMixin:
     """The tuner shared by the two estimators: split, plan, outer loop."""
 
-    _bilevel_constraints = {
+    _bilevel_constraints: ClassVar[dict] = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
@@ -80,6 +121,7 @@ class _DPBilevelMixin:
         "verbose": ["verbose"],
         "max_sample_weight": [Interval(Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
+        **UNIT_CONSTRAINTS,
     }
 
     # the estimator shell's parameters that the shared base reads
@@ -115,10 +157,15 @@ class _DPBilevelMixin:
         l2 = _LOC_GD_L2 if self.inner_solver == "dp_loc_gd" else 0.0
         return Regularizer("smoothed_l1", float(self.l1_smoothing), l2)
 
-    def _split(self, n, validation_mask, generator):
-        """Boolean validation mask: the routed one, or a coin per record
-        drawn from the fit's ``generator`` (see
-        :func:`~skdp.privacy.bernoulli_split`)."""
+    def _split(self, n, validation_mask, generator, units=None):
+        """Boolean validation mask of the records: the routed one, or a coin
+        per record drawn from the fit's ``generator`` (see
+        :func:`~skdp.privacy.bernoulli_split`).
+
+        With ``units`` the coins are per unit (all records of a unit on one
+        side; adding or removing a unit moves no other unit), and a routed
+        mask that splits a unit is refused.
+        """
         if validation_mask is not None:
             mask = np.asarray(validation_mask)
             if mask.dtype != bool or mask.shape != (n,):
@@ -126,20 +173,29 @@ class _DPBilevelMixin:
                     f"validation_mask must be a boolean array of shape ({n},), one entry per "
                     f"row of X; got dtype {mask.dtype} and shape {mask.shape}."
                 )
-        else:
+            if units is not None:
+                _check_mask_keeps_units(mask, units)
+        elif units is None:
             mask = bernoulli_split(n, self.validation_fraction, generator).cpu().numpy()
-        n_val, n_train = int(mask.sum()), int((~mask).sum())
+        else:
+            coins = bernoulli_split(units.n_units, self.validation_fraction, generator)
+            mask = coins.cpu().numpy()[units.codes]
+        n_all, n_train, n_val = _part_sizes(mask, units)
         if n_val < _MIN_VALIDATION or n_train < _MIN_VALIDATION:
+            what, sizes = "records", f"n_samples={n}"
+            if units is not None:
+                what, sizes = "units", f"n_units={n_all}, n_samples={n}"
             raise ValueError(
-                f"the validation part has {n_val} and the training part {n_train} records "
-                f"(n_samples={n}); each needs at least {_MIN_VALIDATION}. Give more data, or change "
+                f"the validation part has {n_val} and the training part {n_train} {what} "
+                f"({sizes}); each needs at least {_MIN_VALIDATION}. Give more data, or change "
                 "validation_fraction (or validation_mask)."
             )
         return mask
 
-    def _problems(self, rows, targets, mask, device):
+    def _problems(self, rows, targets, mask, device, units=None):
         """The ``train`` and ``mixed`` problems as weighted means over all
-        the records.
+        the records (with ``units``: over all the units, each record's loss
+        carrying its unit factor through ``record_weights``).
 
         Both sample every record at the same rate for the same steps (the
         validation records get weight 0 in ``train``), and ``mixed`` is
@@ -148,24 +204,25 @@ class _DPBilevelMixin:
         and noise, so the noise's contribution to ``R`` mostly cancels in
         ``R(theta_lambda) - R(theta)`` instead of biasing omega.
         """
-        n = rows.shape[0]
-        n_val, n_train = int(mask.sum()), int((~mask).sum())
+        # counts of records, or of units: the part weights n / n_train and
+        # n / (penalty n_val) make each problem a mean over its part
+        n, n_train, n_val = _part_sizes(mask, units)
         mask_t = torch.as_tensor(mask, device=device)
         augmented = torch.cat([rows, torch.ones_like(rows[:, :1])], 1)
-        train_w = torch.full((n,), n / n_train, dtype=targets.dtype, device=device)
+        train_w = torch.full((rows.shape[0],), n / n_train, dtype=targets.dtype, device=device)
         train_w[mask_t] = 0.0
         shrink = 1.0 + 1.0 / self._penalty()
         mixed_w = train_w / shrink
         mixed_w[mask_t] = n / (self._penalty() * n_val) / shrink
         train = Problem(augmented, torch.cat([targets, train_w[:, None]], 1),
-                        self._loss_kind, "train")
+                        self._loss_kind, "train", units=units)
         mixed = Problem(augmented, torch.cat([targets, mixed_w[:, None]], 1),
-                        self._loss_kind, "mixed", omega_factor=1.0 / shrink)
+                        self._loss_kind, "mixed", omega_factor=1.0 / shrink, units=units)
         return train, mixed
 
     def _settings(self, n, refit=False):
-        """Release counts and step sizes of one solve on ``n`` records (the
-        refit trains longer: it is the released model)."""
+        """Release counts and step sizes of one solve on ``n`` records or
+        units (the refit trains longer: it is the released model)."""
         kind = self.inner_solver
         if kind == "output_perturbation":
             return SolverSettings(kind, self.max_grad_norm, 1, 1.0, 1.0)
@@ -178,15 +235,21 @@ class _DPBilevelMixin:
                                   n_rounds=rounds)
         batch = self._resolve_batch_size(n)
         q = batch / n
-        steps = (max(1, int(round(self._inner_epochs / q))) if self.inner_steps == "auto"
+        steps = (max(1, round(self._inner_epochs / q)) if self.inner_steps == "auto"
                  else int(self.inner_steps))
         steps *= 3 if refit else 1
         return SolverSettings(kind, self.max_grad_norm, steps, q, self._sgd_lr)
 
-    def _release_plan(self, settings, n_train):
+    def _release_plan(self, settings, n_train, units=None):
         """Every inner solve's releases (T of each kind), the one-off
         releases of the estimator (e.g. a private target scale) and, with
-        ``outer_noise="paper"``, the T noisy hypergradients."""
+        ``outer_noise="paper"``, the T noisy hypergradients.
+
+        With ``units`` (:class:`~skdp.privacy.UnitBounds`) the same plan is
+        about units (``n_train`` then counts training units): each release
+        adds every record's clipped, weighted term times its unit factor, so
+        a unit moves it by at most its record-level sensitivity, and the
+        DP-SGD solves' rates are over units."""
         T = self.n_outer_iter
         batches = [
             BatchReleases([Release(name, sensitivity=self.max_grad_norm)],
@@ -221,15 +284,19 @@ class _DPBilevelMixin:
                 steps=T, sampling_rate=1.0, noise_ratio=1.0 / math.sqrt(per_solve),
                 name="hypergradient",
             ))
+        extra = ({} if units is None else
+                 {"n_records": units.n_units, "privacy_unit": units.description})
         return ReleasePlan(batches, initial=self._initial_releases(),
-                           neighboring=self.neighboring, accountant=self.accountant)
+                           neighboring=self.neighboring, accountant=self.accountant, **extra)
 
     def _initial_releases(self):
         return ()
 
     def _outer_sensitivity(self, n_train):
         # the paper's per-record outer bound, of order penalty * C, over the
-        # mean of the training records (a library constant)
+        # mean of the training records (a library constant); with units,
+        # over the mean of the training units: a unit's terms carry factors
+        # summing to at most 1, so its bound is a record's
         return 2.0 * self._penalty() * self.max_grad_norm / n_train
 
     def _penalty(self):
@@ -239,43 +306,51 @@ class _DPBilevelMixin:
             return float(self.penalty)
         return 1e3 if self.epsilon is None else 10.0
 
-    def _check_budget(self, n):
-        """Each of the 2 T inner solves must get a usable share."""
+    def _check_budget(self, n, units=None):
+        """Warn when ``delta`` is not below one over the number of records
+        (or of units)."""
         if self.epsilon is None:
             return
         if self.delta >= 1.0 / n:
             import warnings
 
+            what = "n_samples" if units is None else "n_units"
             warnings.warn(
-                f"delta={self.delta:g} is not smaller than 1/n_samples={1.0 / n:.3g}; use "
-                "delta well below 1/n_samples.", UserWarning,
+                f"delta={self.delta:g} is not smaller than 1/{what}={1.0 / n:.3g}; use "
+                f"delta well below 1/{what}.", UserWarning,
             )
 
-    def _tune(self, X, make_targets, n_outputs, validation_mask, **labels):
+    def _tune(self, X, make_targets, n_outputs, validation_mask, unit_ids=None, **labels):
         """Run the tuner and set the fitted attributes.
 
-        ``make_targets(report, generator, device)`` returns the targets,
-        shape (n, k) (it may draw the noise of one-off releases); ``labels``
-        also carry ``sample_weight`` and ``previous`` (the warm start).
+        ``make_targets(report, generator, device, weights=None)`` returns the
+        targets, shape (n, k) (it may draw the noise of one-off releases,
+        with each record weighted by ``weights``: the unit factors of a fit
+        with units, else None); ``labels`` also carry ``sample_weight`` and
+        ``previous`` (the warm start); ``unit_ids`` (or None) the privacy
+        units.
         """
         self._check_tuner_params()
+        unit_codes, n_units = self._validated_unit_ids(unit_ids, X.shape[0])
         fit = SimpleNamespace(make_targets=make_targets, n_outputs=n_outputs,
-                              validation_mask=validation_mask, **labels)
+                              validation_mask=validation_mask, unit_codes=unit_codes,
+                              n_units=n_units, **labels)
         return self._fit_private(X, fit)
 
     # the hooks of BaseDPEstimator._fit_private
     _training_dtype = torch.float64
 
     def _plan(self, X, fit, generator):
-        """The split (a coin per record, drawn first) and the plan of the
-        inner solves."""
-        n = X.shape[0]
-        fit.mask = self._split(n, fit.validation_mask, generator)
-        self._check_budget(n)
+        """The split (a coin per record, or per unit, drawn first after the
+        units' subsets) and the plan of the inner solves."""
+        fit.mask = self._split(X.shape[0], fit.validation_mask, generator, fit.units)
+        # with units, batch sizes and rates count units, whose number is public
+        n, n_train, _ = _part_sizes(fit.mask, fit.units)
+        self._check_budget(n, fit.units)
         fit.settings = {"train": self._settings(n), "mixed": self._settings(n)}
         if self.refit_share > 0:
             fit.settings["refit"] = self._settings(n, refit=True)
-        return self._release_plan(fit.settings, int((~fit.mask).sum()))
+        return self._release_plan(fit.settings, n_train, fit.units)
 
     def _calibrate(self, plan, fit):
         if self.epsilon is None:
@@ -301,19 +376,23 @@ class _DPBilevelMixin:
         """No backend: the inner solvers work on the rows themselves (a
         linear model, trained on one thread on the CPU)."""
         self._is_linear = True
-        return None
 
     def _targets(self, report, generator, device, X_t, fit):
         fit.rows = X_t
-        return fit.make_targets(report, generator, device).to(device=device, dtype=torch.float64)
+        weights = None if fit.units is None else fit.units.factors
+        targets = fit.make_targets(report, generator, device, weights=weights)
+        return targets.to(device=device, dtype=torch.float64)
 
     def _train(self, backend, targets, report, generator, fit):
         """The outer loop over private inner solves, then the refit at the
         chosen omega; returns ``(weights, history, noise)``."""
         exact = self.epsilon is None
         rows, device = fit.rows, fit.rows.device
-        train, mixed = self._problems(rows, targets, fit.mask, device)
-        # sample weights (factors in [0, 1], or None) weigh every record in both
+        # (a record-level fit calls _problems as before, with four arguments)
+        units = {} if fit.units is None else {"units": fit.units}
+        train, mixed = self._problems(rows, targets, fit.mask, device, **units)
+        # sample weights (factors in [0, 1], or None; with units times the
+        # unit factors) weigh every record in both
         train.record_weights = mixed.record_weights = fit.record_weights
         reg = self._regularizer()
         train_solver = InnerSolver(train, fit.settings["train"], generator, exact, reg)
@@ -341,7 +420,8 @@ class _DPBilevelMixin:
         if "refit" in fit.settings:
             everything = Problem(torch.cat([rows, torch.ones_like(rows[:, :1])], 1),
                                  torch.cat([targets, torch.ones_like(targets[:, :1])], 1),
-                                 self._loss_kind, "refit", record_weights=fit.record_weights)
+                                 self._loss_kind, "refit", record_weights=fit.record_weights,
+                                 units=fit.units)
             refit = InnerSolver(everything, fit.settings["refit"], generator, exact, reg)
             weights = refit.solve(omega, weights, report.multiplier("refit"))
             noise["refit"] = report.multiplier("refit")
@@ -361,6 +441,7 @@ class _DPBilevelMixin:
         self.n_iter_ = self.n_outer_iter
         self.history_ = {k: v for k, v in history.items() if k != "models"}
         self.validation_size_ = int(fit.mask.sum())
+        self.n_units_ = None if fit.units is None else fit.units.n_units
 
 _PARAMS_DOC = """
     epsilon : float or None, default=1.0
@@ -374,7 +455,9 @@ _PARAMS_DOC = """
         from the fit's randomness), so adding or removing a record moves no
         other record between the parts, and the parts' sizes are random
         (``fit`` raises a ``ValueError`` if either has fewer than 2
-        records). A ``validation_mask`` passed to ``fit`` overrides it.
+        records). A ``validation_mask`` passed to ``fit`` overrides it. With
+        ``unit_ids`` the coin is per unit: a unit's records are all in one
+        part, and each part needs at least 2 units.
     omega_init : float, default=1e-2
         Starting regularisation strength (of ``omega R(coef)`` on the mean
         loss, features as given: standardise them first).
@@ -479,6 +562,19 @@ _PARAMS_DOC = """
         loop's state does not (omega starts again at ``omega_init``, with a
         fresh step size); the first inner solves start from the previous
         model.
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit (e.g. a person) that the fit uses. Each unit keeps at most k of
+        its records, a random subset drawn once per fit independently of
+        their values, and each kept record weighs ``1 / min(|u|, k)`` in both
+        inner problems, the refit and every one-off release: a unit then
+        moves every released quantity by at most the bound of one record,
+        and every problem is a mean over units. Unused without ``unit_ids``.
+    unit_column : str, int or None, default=None
+        A column of ``X`` (a DataFrame's column name, or a position) that
+        holds the unit ids, for use with metadata routing off; it is removed
+        from the features, and ``predict`` accepts ``X`` with or without it.
+        ``fit(unit_ids=...)`` takes precedence.
     accountant : {"pld", "rdp"}, default="pld"
     neighboring : {"add_remove", "replace"}, default="add_remove"
     random_state : int, RandomState instance or None, default=None
@@ -511,6 +607,10 @@ _ATTRS_DOC = """
         Private quantities per iteration: ``"omega"``, ``"hypergradient"``,
         ``"R_train"``, ``"R_mixed"`` (``R`` of the chosen ``regularizer``).
     validation_size_ : int
+        Records in the validation part.
+    n_units_ : int or None
+        Number of privacy units with ``unit_ids`` (public, like the number of
+        records of a record-level fit), else None.
     n_iter_ : int
     fit_time_ : dict
     class_weight_ : ndarray of shape (n_classes,) or None
@@ -562,7 +662,7 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
     _sgd_lr = 0.1
     _full_batch_lr = 0.5
 
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         **_DPBilevelMixin._bilevel_constraints,
         "y_bounds": [tuple, list, None],
     }
@@ -573,7 +673,7 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
                  outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
                  max_grad_norm=1.0, accountant="pld", neighboring="add_remove", y_bounds=None,
                  random_state=None, device="cpu", verbose=0, max_sample_weight=1.0,
-                 warm_start=False):
+                 warm_start=False, max_records_per_unit=MAX_RECORDS_PER_UNIT, unit_column=None):
         self.epsilon = epsilon
         self.delta = delta
         self.validation_fraction = validation_fraction
@@ -597,9 +697,11 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
         self.verbose = verbose
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
+        self.max_records_per_unit = max_records_per_unit
+        self.unit_column = unit_column
 
-    # routing on: a validation mask is routed by default
-    __metadata_request__fit = {"validation_mask": True}
+    # routing on: a validation mask and the unit ids are routed by default
+    __metadata_request__fit: ClassVar[dict] = {"validation_mask": True, "unit_ids": True}
 
     def fit(self, X, y, *, validation_mask=None, sample_weight=None, unit_ids=None):
         """Tune omega and fit the private model at it.
@@ -617,29 +719,37 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id; any hashable,
+            no missing values). When given, epsilon and delta are about
+            adding or removing *all* records of one unit: the validation
+            part is drawn by unit (a ``validation_mask`` must keep each unit
+            on one side), each unit keeps at most ``max_records_per_unit``
+            of its records (drawn at random once per fit), each weighted
+            ``1 / min(|u|, max_records_per_unit)`` in every inner problem and
+            release, every problem is a mean over units, and the DP-SGD
+            solves sample units. The target-scale histogram is weighted the same way. Requested by default with metadata routing
+            on; with routing off, ``unit_column`` can name a column of ``X``
+            that holds them. See :ref:`units`.
 
         Returns
         -------
         self : DPBilevelRidge
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         previous = self._previous_fit()
+        X, _, from_column = split_fit_only_columns(X, None, self.unit_column)
+        unit_ids = from_column if unit_ids is None else unit_ids
         X, y = self._validate_regression_data(X, y)
         self._check_warm_start(previous)
         sample_weight = self._validated_sample_weight(sample_weight, X)
 
-        def targets(report, generator, device):
-            scaled = self._scale_targets(y, report, generator, device)
+        def targets(report, generator, device, weights=None):
+            scaled = self._scale_targets(y, report, generator, device, weights=weights)
             return torch.as_tensor(scaled, dtype=torch.float64)[:, None]
 
-        return self._tune(X, targets, 1, validation_mask, sample_weight=sample_weight,
-                          previous=previous)
+        return self._tune(X, targets, 1, validation_mask, unit_ids=unit_ids,
+                          sample_weight=sample_weight, previous=previous)
 
     def _initial_releases(self):
         release = self._target_release()
@@ -677,8 +787,10 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     True
     """
 
-    # fit takes no sensitive features; a validation mask is routed by default
-    __metadata_request__fit = {"sensitive_features": UNUSED, "validation_mask": True}
+    # fit takes no sensitive features; a validation mask and the unit ids
+    # are routed by default
+    __metadata_request__fit: ClassVar[dict] = {"sensitive_features": UNUSED, "validation_mask": True,
+                               "unit_ids": True}
 
     _loss_kind = "logistic"
     _inner_epochs = 3
@@ -687,7 +799,7 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     sensitive_columns = None
     sensitive_groups = None
 
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         **_DPBilevelMixin._bilevel_constraints,
         "class_weight": BaseDPClassifier._parameter_constraints["class_weight"],
         "calibration": BaseDPClassifier._parameter_constraints["calibration"],
@@ -700,7 +812,8 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
                  max_grad_norm=1.0, accountant="pld", neighboring="add_remove",
                  random_state=None, device="cpu", verbose=0, class_weight=None,
                  max_sample_weight=1.0, warm_start=False,
-                 calibration="auto"):
+                 calibration="auto", max_records_per_unit=MAX_RECORDS_PER_UNIT,
+                 unit_column=None):
         self.epsilon = epsilon
         self.delta = delta
         self.validation_fraction = validation_fraction
@@ -725,6 +838,8 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.calibration = calibration
+        self.max_records_per_unit = max_records_per_unit
+        self.unit_column = unit_column
 
     def fit(self, X, y, *, validation_mask=None, sample_weight=None, unit_ids=None):
         """Tune omega and fit the private model at it.
@@ -742,26 +857,33 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
             so the privacy guarantee does not change. With metadata routing on,
             request it with ``set_fit_request(sample_weight=True)``.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id; any hashable,
+            no missing values). When given, epsilon and delta are about
+            adding or removing *all* records of one unit: the validation
+            part is drawn by unit (a ``validation_mask`` must keep each unit
+            on one side), each unit keeps at most ``max_records_per_unit``
+            of its records (drawn at random once per fit), each weighted
+            ``1 / min(|u|, max_records_per_unit)`` in every inner problem and
+            release, every problem is a mean over units, and the DP-SGD
+            solves sample units. Requested by default with metadata routing
+            on; with routing off, ``unit_column`` can name a column of ``X``
+            that holds them. See :ref:`units`.
 
         Returns
         -------
         self : DPBilevelLogisticRegression
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         previous = self._previous_fit()
-        X, y_codes, _ = self._validate_training_data(X, y, None)
+        X, y_codes, _, unit_ids = self._validate_training_data(
+            X, y, None, units=True, unit_ids=unit_ids)
         self._check_warm_start(previous)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
 
-        def onehot(report, generator, device):
+        def onehot(report, generator, device, weights=None):
             codes = torch.as_tensor(y_codes, device=device)
             return torch.nn.functional.one_hot(codes, len(self.classes_)).double()
 
-        return self._tune(X, onehot, len(self.classes_), validation_mask, y_codes=y_codes,
-                          sample_weight=sample_weight, previous=previous)
+        return self._tune(X, onehot, len(self.classes_), validation_mask, unit_ids=unit_ids,
+                          y_codes=y_codes, sample_weight=sample_weight, previous=previous)

@@ -14,6 +14,11 @@ data (weights in the last target column, see
 *weighted* gradient and one record's influence is bounded whichever part it
 is in. ``R`` is a :class:`Regularizer` over the weights (not the
 intercepts): ``||W||^2 / 2`` by default, or the smoothed l1 norm.
+
+With privacy units (:attr:`Problem.units`) each record's clipped gradient
+(or loss) also carries its unit factor, the means are over units and the
+DP-SGD solves sample units: one unit then moves every release as one record
+does, and every sensitivity below holds with units in place of records.
 """
 
 import math
@@ -23,8 +28,7 @@ from functools import partial
 import numpy as np
 import torch
 
-from .._training import SmoothedL1Penalty
-from .._training import DPSGDConfig, train_dpsgd
+from .._training import DPSGDConfig, SmoothedL1Penalty, train_dpsgd
 from ..models import CrossEntropyHead, LinearBackend, SquaredLossHead, WeightedHead
 from ..privacy import BatchReleases, Release, gaussian_noise
 from ._dp_loc_gd import LocGDConfig, run_loc_gd
@@ -106,6 +110,17 @@ class Problem:
     gradient by them (the backend's ``record_weights``); the exact solves
     multiply its loss. ``max_weight`` (the sensitivity's factor) reads the
     unweighted column, a public bound on the weighted one.
+
+    ``units`` (a :class:`~skdp.privacy.UnitBounds`, or None) makes the
+    problem one over privacy units: ``record_weights`` then include each
+    record's unit factor, the DP-SGD solver samples units, and every mean is
+    over the ``n_units`` units (:attr:`n`) instead of the records. With the
+    loss of a unit ``u`` written as ``l_u = sum_{i in u} a_i w_i l_i``
+    (``a_i`` the factors, summing to at most 1 over the unit; ``w_i`` the
+    part weight of the last target column, the same for all records of a
+    unit), the problem is ``(1 / n_units) sum_u l_u + omega R``: the
+    record-level problem with units in place of records, so each of its
+    sensitivities is the record-level one with ``n_units`` for ``n``.
     """
 
     rows: torch.Tensor
@@ -115,6 +130,7 @@ class Problem:
     omega_factor: float = 1.0
     normal_equations: tuple = None
     record_weights: torch.Tensor = None
+    units: object = None
 
     def loss_weights(self):
         """Each record's weight in the exact solves' mean loss."""
@@ -125,7 +141,13 @@ class Problem:
 
     @property
     def n(self):
-        return self.rows.shape[0]
+        """The (public) normaliser of the mean loss: the number of records,
+        or of units with ``units``."""
+        return self.rows.shape[0] if self.units is None else self.units.n_units
+
+    def mean(self, values):
+        """The mean of per-record ``values`` over :attr:`n` (records or units)."""
+        return values.mean() if self.units is None else values.sum() / self.n
 
     @property
     def max_weight(self):
@@ -165,7 +187,7 @@ def exact_solve(problem, omega, theta0, *, huber=False, penalize_intercept=False
         rows = rows * (row_bound / norms).clamp(max=1.0)
     targets = problem.targets[:, :-1].double()
     weights = problem.loss_weights()
-    n, width = rows.shape
+    n, width = problem.n, rows.shape[1]
     mask = torch.ones(width, dtype=torch.float64)
     if not penalize_intercept:
         mask[-1] = 0.0
@@ -186,9 +208,9 @@ def exact_solve(problem, omega, theta0, *, huber=False, penalize_intercept=False
         optimizer.zero_grad()
         losses = _sample_losses(problem.kind, rows @ theta.T, targets, huber)
         if reg.kind == "l2":
-            value = (losses * weights).mean() + 0.5 * omega * (theta.square() * mask).sum()
+            value = problem.mean(losses * weights) + 0.5 * omega * (theta.square() * mask).sum()
         else:
-            value = (losses * weights).mean() + omega * reg.tensor_value(theta[:, :-1])
+            value = problem.mean(losses * weights) + omega * reg.tensor_value(theta[:, :-1])
         value.backward()
         return value
 
@@ -288,7 +310,16 @@ class InnerSolver:
         """Sensitivity of the exact argmin of the Lipschitz-ified problem:
         ``2 w_max L / (omega n)`` (each record's weighted gradient is at most
         ``w_max L``; the factor 2 also covers add/remove, where the mean's
-        normaliser is public)."""
+        normaliser is public).
+
+        With units ``n`` is the number of units: a unit's loss
+        ``l_u = sum_{i in u} a_i w_i l_i`` has a gradient of norm at most
+        ``sum_i a_i w_max L <= w_max L`` (the factors of a unit sum to at
+        most 1), so removing the unit changes the gradient of the
+        ``omega``-strongly convex objective ``(1 / n_units) sum_u l_u +
+        omega R`` by at most ``w_max L / n_units`` everywhere, and its argmin
+        by at most that over ``omega``: the record-level bound with units in
+        place of records."""
         return 2.0 * self.problem.max_weight * self.settings.max_grad_norm / (omega * self.problem.n)
 
     # ----------------------------------------------------------- solve
@@ -319,13 +350,15 @@ class InnerSolver:
                 noise_multiplier=noise_multiplier, learning_rate=s.learning_rate, momentum=0.0,
                 alpha=self.reg.penalty(omega), head=self.head, averaging=0.5,
             )
-            train_dpsgd(self.backend, self.problem.targets.to(dtype), config, self.generator)
+            train_dpsgd(self.backend, self.problem.targets.to(dtype), config, self.generator,
+                        units=self.problem.units)
         else:
             config = LocGDConfig(
                 n_rounds=s.n_rounds, n_steps=s.steps // s.n_rounds, max_grad_norm=s.max_grad_norm,
                 noise_multiplier=noise_multiplier,
                 strong_convexity=omega * self.reg.strong_convexity,
                 max_lr=s.learning_rate, alpha=self.reg.penalty(omega),
+                n_units=None if self.problem.units is None else self.problem.n,
             )
             run_loc_gd(self.backend, self.problem.targets.to(dtype), self.head, config,
                        self.generator)
