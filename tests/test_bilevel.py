@@ -3,11 +3,13 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp.model_selection import DPBilevelLogisticRegression, DPBilevelRidge, dp_loc_gd
 from skdp.bilevel._estimator import _DPBilevelMixin
 from skdp.bilevel._solvers import Problem, Regularizer, exact_solve, regularizer
+from skdp.model_selection import DPBilevelLogisticRegression, DPBilevelRidge, dp_loc_gd
 from skdp.models import SquaredLossHead, WeightedHead
 from skdp.privacy import clipped_linear_sum, compute_epsilon
 
@@ -396,9 +398,9 @@ def _fitted_masks(monkeypatch, fits):
     masks = []
     problems = _DPBilevelMixin._problems
 
-    def spy(self, rows, targets, mask, device):
+    def spy(self, rows, targets, mask, *args, **kwargs):
         masks.append(np.array(mask, copy=True))
-        return problems(self, rows, targets, mask, device)
+        return problems(self, rows, targets, mask, *args, **kwargs)
 
     monkeypatch.setattr(_DPBilevelMixin, "_problems", spy)
     for fit in fits:
@@ -472,3 +474,28 @@ def test_validation_mask_overrides_the_coins(monkeypatch):
     (mask,) = _fitted_masks(monkeypatch, [
         lambda: _quick_ridge(random_state=0).fit(X, y, validation_mask=given)])
     np.testing.assert_array_equal(mask, given)
+
+
+
+@given(st.integers(20, 300), st.floats(0.05, 0.95), st.booleans(), st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_part_weights_do_not_move_when_a_record_is_added(n, fraction, in_validation, seed):
+    """The part weights multiply each gradient before it is clipped, so one
+    added record must not move the other records' weights: with a coin split
+    they come from the public n and validation_fraction alone."""
+    from skdp.bilevel._estimator import _public_part_sizes
+
+    rng = np.random.default_rng(seed)
+    X = torch.as_tensor(rng.normal(size=(n + 1, 2)))
+    onehot = torch.as_tensor(np.eye(2)[rng.integers(0, 2, n + 1)])
+    mask = np.append(rng.random(n) < fraction, in_validation)
+    if mask.all() or not mask.any():
+        return
+    est = DPBilevelLogisticRegression(validation_fraction=fraction)
+    weights = []
+    for rows in (n, n + 1):
+        sizes = _public_part_sizes(mask[:rows], None, fraction)
+        problems = est._problems(X[:rows], onehot[:rows], mask[:rows], X.device, sizes)
+        weights.append([problem.targets[:n, -1] for problem in problems])
+    for before, after in zip(*weights):
+        np.testing.assert_allclose(after.numpy(), before.numpy(), rtol=1e-12)

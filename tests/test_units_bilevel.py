@@ -17,6 +17,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skdp._base import _target_histogram
 from skdp.bilevel._dp_loc_gd import LocGDConfig, run_loc_gd
+from skdp.bilevel._estimator import _public_part_sizes
 from skdp.bilevel._solvers import InnerSolver, SolverSettings, exact_solve
 from skdp.model_selection import DPBilevelLogisticRegression, DPBilevelRidge
 from skdp.models import LinearBackend
@@ -85,7 +86,8 @@ def _panel_problems(Estimator, panel):
     est = Estimator()
     rows = torch.as_tensor(X)
     factors = torch.as_tensor(units.factors)
-    train, mixed = est._problems(rows, targets, mask, rows.device, units)
+    sizes = _public_part_sizes(mask, units, None)
+    train, mixed = est._problems(rows, targets, mask, rows.device, sizes, units)
     train.record_weights = mixed.record_weights = factors
     refit = replace(train, name="refit", targets=torch.cat(
         [targets, torch.ones_like(targets[:, :1])], 1))
@@ -164,8 +166,9 @@ def test_mean_over_units_equals_the_record_problem_of_duplicated_records():
     onehot = torch.as_tensor(np.eye(2)[y])
     est = DPBilevelLogisticRegression()
     rows = torch.as_tensor(X)
-    record = est._problems(rows, onehot, mask, rows.device)
-    unit = est._problems(rows[codes], onehot[codes], mask[codes], rows.device, units)
+    record = est._problems(rows, onehot, mask, rows.device, _public_part_sizes(mask, None, None))
+    unit = est._problems(rows[codes], onehot[codes], mask[codes], rows.device,
+                         _public_part_sizes(mask[codes], units, None), units)
     for problem in unit:
         problem.record_weights = torch.as_tensor(units.factors)
     config = LocGDConfig(n_rounds=2, n_steps=10, max_grad_norm=0.5, strong_convexity=0.1,

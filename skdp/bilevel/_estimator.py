@@ -80,6 +80,23 @@ def _part_sizes(mask, units=None):
     return units.n_units, units.n_units - n_val, n_val
 
 
+def _public_part_sizes(mask, units, fraction):
+    """``(n, n_train, n_val)`` that weigh the two parts: public numbers.
+
+    With a coin split (``fraction`` the public ``validation_fraction``) the
+    expected sizes ``n (1 - f)`` and ``n f``: the realised ones depend on
+    whether a record (or unit) is present, and since the part weights
+    multiply each gradient before it is clipped, weights from them would
+    move every other record's clipped term when one record is added (a
+    released sum would move by up to about ``C (1 + f)``, not ``C``). With
+    a user's ``validation_mask`` (``fraction`` None) the mask's sizes, which
+    the user fixed, like ``n``."""
+    n, n_train, n_val = _part_sizes(mask, units)
+    if fraction is None:
+        return n, n_train, n_val
+    return n, n * (1.0 - fraction), n * fraction
+
+
 def _check_mask_keeps_units(mask, units):
     """A ValueError when ``mask`` puts records of one unit on both sides."""
     in_validation = np.bincount(units.codes, weights=mask, minlength=units.n_units)
@@ -192,7 +209,7 @@ class _DPBilevelMixin:
             )
         return mask
 
-    def _problems(self, rows, targets, mask, device, units=None):
+    def _problems(self, rows, targets, mask, device, sizes, units=None):
         """The ``train`` and ``mixed`` problems as weighted means over all
         the records (with ``units``: over all the units, each record's loss
         carrying its unit factor through ``record_weights``).
@@ -205,8 +222,9 @@ class _DPBilevelMixin:
         ``R(theta_lambda) - R(theta)`` instead of biasing omega.
         """
         # counts of records, or of units: the part weights n / n_train and
-        # n / (penalty n_val) make each problem a mean over its part
-        n, n_train, n_val = _part_sizes(mask, units)
+        # n / (penalty n_val), public (``sizes``, see _public_part_sizes),
+        # make each problem a mean over its part
+        n, n_train, n_val = sizes
         mask_t = torch.as_tensor(mask, device=device)
         augmented = torch.cat([rows, torch.ones_like(rows[:, :1])], 1)
         train_w = torch.full((rows.shape[0],), n / n_train, dtype=targets.dtype, device=device)
@@ -345,7 +363,9 @@ class _DPBilevelMixin:
         units' subsets) and the plan of the inner solves."""
         fit.mask = self._split(X.shape[0], fit.validation_mask, generator, fit.units)
         # with units, batch sizes and rates count units, whose number is public
-        n, n_train, _ = _part_sizes(fit.mask, fit.units)
+        fraction = None if fit.validation_mask is not None else self.validation_fraction
+        fit.sizes = _public_part_sizes(fit.mask, fit.units, fraction)
+        n, n_train, _ = fit.sizes
         self._check_budget(n, fit.units)
         fit.settings = {"train": self._settings(n), "mixed": self._settings(n)}
         if self.refit_share > 0:
@@ -388,9 +408,8 @@ class _DPBilevelMixin:
         chosen omega; returns ``(weights, history, noise)``."""
         exact = self.epsilon is None
         rows, device = fit.rows, fit.rows.device
-        # (a record-level fit calls _problems as before, with four arguments)
-        units = {} if fit.units is None else {"units": fit.units}
-        train, mixed = self._problems(rows, targets, fit.mask, device, **units)
+        train, mixed = self._problems(rows, targets, fit.mask, device, fit.sizes,
+                                      units=fit.units)
         # sample weights (factors in [0, 1], or None; with units times the
         # unit factors) weigh every record in both
         train.record_weights = mixed.record_weights = fit.record_weights
