@@ -119,9 +119,14 @@ def _request(phase, request, round_index):
     return _record(cfg, arrays)
 
 
+#: Fields of a ``hello`` reply: ``n_units`` from a silo that holds unit ids,
+#: ``n_records`` from one that does not (``protocol`` since version 3).
+_HELLO = {"protocol": str, "silo": int, "name": str, "n_records": int, "n_units": int}
+
+
 def _reply(phase, reply):
     if phase == "hello":
-        return _record({k: reply[k] for k in ("silo", "name", "n_records")})
+        return _record({k: reply[k] for k in _HELLO if k in reply})
     if phase == "setup":
         cfg = {"epsilon": float(reply["epsilon"]), "delta": float(reply["delta"]),
                "noise": json.dumps(reply["noise"])}
@@ -136,8 +141,7 @@ def _reply(phase, reply):
 def _decode_reply(phase, content):
     cfg = content["cfg"]
     if phase == "hello":
-        return {"silo": int(cfg["silo"]), "name": str(cfg["name"]),
-                "n_records": int(cfg["n_records"])}
+        return {key: kind(cfg[key]) for key, kind in _HELLO.items() if key in cfg}
     arrays = _arrays_of(cfg)
     if phase == "setup":
         return {"epsilon": float(cfg["epsilon"]), "delta": float(cfg["delta"]),

@@ -17,13 +17,17 @@ import numpy as np
 from ._transport import FederatedError
 
 
-def save_silo(path, X, y, sensitive=None):
+def save_silo(path, X, y, sensitive=None, unit_ids=None):
     """Write one silo's records as the ``.npz`` file a SuperNode reads
     (``data-path`` in its node config): arrays ``X``, ``y`` and, when given,
-    ``sensitive``. Returns the path."""
+    ``sensitive`` and ``unit_ids`` (each record's privacy unit: the silo
+    then protects units, see :class:`~skdp.federated.FermiSilo`). Returns
+    the path."""
     arrays = {"X": np.asarray(X, dtype=np.float64), "y": np.asarray(y)}
     if sensitive is not None:
         arrays["sensitive"] = np.asarray(sensitive)
+    if unit_ids is not None:
+        arrays["unit_ids"] = np.asarray(unit_ids)
     for name, value in arrays.items():
         if value.dtype == object:
             arrays[name] = value.astype(str)
@@ -124,8 +128,8 @@ class LocalFederation:
 
     Parameters
     ----------
-    silos : list of (X, y, sensitive) tuples or of ``.npz`` paths
-        One entry per silo (``sensitive`` may be None).
+    silos : list of (X, y, sensitive) or (X, y, sensitive, unit_ids) tuples, or of ``.npz`` paths
+        One entry per silo (``sensitive`` and ``unit_ids`` may be None).
     allow_seeded_noise : bool, default=True
         Node config of every silo: accept a seed (reproducible runs).
     allow_non_private : bool, default=False

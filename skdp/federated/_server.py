@@ -7,7 +7,9 @@ def fit_federated(estimator, transport, *, classes, groups=None, n_features):
 
     The server never sees a record: it knows the public class and group
     lists, the number of features, and what the silos send (their record
-    counts, their noisy group counts and their noisy gradient sums).
+    counts, their noisy group counts and their noisy gradient sums). Silos
+    that hold unit ids send their number of units instead of records, and
+    the fit is then about units (``n_units_``, ``privacy_report_``).
 
     Parameters
     ----------

@@ -1,7 +1,8 @@
 """One silo's side of federated DP-FERMI, independent of any engine.
 
 A :class:`FermiSilo` holds one silo's records and its own privacy policy,
-and answers three requests: ``hello`` (its public record count),
+and answers three requests: ``hello`` (its public record count, or its
+number of privacy units when it holds unit ids),
 ``setup`` (it builds its own release plan from the public settings and its
 own record count, calibrates its own noise and releases its noisy group
 counts) and ``train`` (one round: its clipped, noised gradient sums on its
@@ -10,6 +11,12 @@ that the engine keeps on the silo's side between requests -- in Flower, in
 the node's ``context.state`` -- so the silo refuses a round its budget does
 not cover, a round it has already answered, or a second setup, whatever
 the server asks. Nothing here imports Flower.
+
+A silo given ``unit_ids`` (a person's records) protects units, not records:
+it answers only runs about units, bounds its own units (at most
+``max_records_per_unit`` records each, drawn once per run and kept in its
+ledger), samples units and weighs every release by the unit factors; its
+record count never leaves it.
 """
 
 import json
@@ -18,6 +25,7 @@ import math
 import numpy as np
 import torch
 
+from .._groups import encode_groups
 from ..fairness.fermi import (
     FermiConfig,
     SiloWorker,
@@ -30,8 +38,10 @@ from ..fairness.fermi.protocol import (
     PRIVACY_UNITS,
     PROTOCOL,
     SiloRandomness,
+    new_units_token,
     silo_noise,
     silo_privacy_report,
+    silo_unit_bounds,
 )
 from ..models import make_mlp
 
@@ -111,6 +121,12 @@ class FermiSilo:
     sensitive : array-like of shape (n_records,) or None
         Groups (values listed in the settings' ``groups``), or codes with
         ``encoded=True``; None: one group.
+    unit_ids : array-like of shape (n_records,) or None
+        The privacy unit of each record (e.g. a person id, any hashable, no
+        missing value): the silo then protects all records of one unit, and
+        refuses record-level runs. A unit's records must all be in this
+        silo: a person with records in two silos counts as two units, one
+        per silo, each silo accounting for its own part.
     silo : int
         Index of the silo (0 .. N-1; Flower's ``partition-id``).
     name : str or None
@@ -125,8 +141,8 @@ class FermiSilo:
     device : str, default="cpu"
     """
 
-    def __init__(self, X, y, sensitive=None, *, silo=0, name=None, policy=None, encoded=False,
-                 module=None, device="cpu"):
+    def __init__(self, X, y, sensitive=None, *, unit_ids=None, silo=0, name=None, policy=None,
+                 encoded=False, module=None, device="cpu"):
         self.X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
         self.y = np.asarray(y)
         self.sensitive = None if sensitive is None else np.asarray(sensitive)
@@ -139,6 +155,13 @@ class FermiSilo:
             raise ValueError(f"silo {silo}: sensitive features need one value per row.")
         if not np.all(np.isfinite(self.X)):
             raise ValueError(f"silo {silo}: X holds NaN or infinite values.")
+        self.unit_codes, self.n_units = None, None
+        if unit_ids is not None:
+            try:
+                codes, units = encode_groups(unit_ids, self.X.shape[0], name="unit_ids")
+            except ValueError as exc:
+                raise ValueError(f"silo {silo}: {exc}") from exc
+            self.unit_codes, self.n_units = codes, len(units)
         limit = float(np.finfo(np.float32).max)
         if self.X.size and np.abs(self.X).max() > limit:
             raise ValueError(
@@ -158,10 +181,18 @@ class FermiSilo:
     def n_records(self):
         return int(self.X.shape[0])
 
+    @property
+    def size(self):
+        """The silo's public size: its units with unit ids, else its records."""
+        return self.n_records if self.n_units is None else self.n_units
+
     # -------------------------------------------------------------- requests
     def hello(self):
-        """Public facts: index, name and record count."""
-        return {"silo": self.silo, "name": self.name, "n_records": self.n_records}
+        """Public facts: protocol, index, name and record count (with unit
+        ids: the number of units instead; the record count stays here)."""
+        count = {"n_records": self.n_records} if self.n_units is None else {
+            "n_units": self.n_units}
+        return {"protocol": PROTOCOL, "silo": self.silo, "name": self.name, **count}
 
     def setup(self, settings, ledger):
         """Check the settings against the policy, calibrate this silo's own
@@ -179,21 +210,25 @@ class FermiSilo:
                 "release its group counts again."
             )
         self._check_settings(settings)
-        report = silo_privacy_report(settings, self.n_records)
+        report = silo_privacy_report(settings, self.size)
         noise = {name: report.scale(name) for name in report.noise}
-        counts = None
-        if settings["private_priors"]:
-            cells, n_cells = self._cells(settings)
-            rng = SiloRandomness(settings["seed"], self.silo, self.device)
-            counts = silo_group_counts(cells, (self.n_records,), n_cells,
-                                       noise.get("group_counts"), [rng])[0].cpu().numpy()
+        rng = SiloRandomness(settings["seed"], self.silo, self.device)
+        token = new_units_token(rng) if self.n_units is not None else None
         ledger = {
             "settings": json.dumps(settings, sort_keys=True),
             "answered": 0,
             "rounds": int(settings["rounds"]),
             "epsilon": float(report.epsilon),
             "noise": noise,
+            "units_token": token,
         }
+        counts = None
+        if settings["private_priors"]:
+            cells, n_cells = self._cells(settings)
+            counts = silo_group_counts(cells, (self.n_records,), n_cells,
+                                       noise.get("group_counts"), [rng],
+                                       weights=self._unit_weights(settings, ledger))
+            counts = counts[0].cpu().numpy()
         reply = {"epsilon": float(report.epsilon), "delta": float(report.delta),
                  "noise": noise, "counts": counts}
         return reply, ledger
@@ -237,7 +272,7 @@ class FermiSilo:
         if priors.ndim != 2 or not np.all(np.isfinite(priors)) or np.any(priors <= 0):
             raise SiloRefusal(f"silo {self.name!r}: the broadcast priors are not positive.")
         noise, w_clip = silo_noise(settings, ledger["noise"], priors)
-        worker = self._worker(settings, n_cells)
+        worker = self._worker(settings, n_cells, ledger)
         for p, value in zip(worker.backend.parameters, params, strict=True):
             if tuple(p.shape) != tuple(np.shape(value)):
                 raise SiloRefusal(
@@ -250,7 +285,7 @@ class FermiSilo:
                 f"{tuple(np.shape(priors)) + (settings['n_classes'],)}."
             )
         config = FermiConfig(
-            n_rounds=rounds, silo_sizes=(self.n_records,), sampling_rates=(self._rate(settings),),
+            n_rounds=rounds, silo_sizes=(self.size,), sampling_rates=(self._rate(settings),),
             lam=float(settings["lam"]), max_grad_norm=float(settings["max_grad_norm"]),
             w_clip=w_clip, w_radius=1.0, privacy_unit=settings["privacy_unit"], noise=noise,
             loss_bound=float(settings["loss_bound"]), psi_bound=float(settings["psi_bound"]),
@@ -288,7 +323,7 @@ class FermiSilo:
                 f"(answered {ledger['answered']} of {ledger['rounds']} rounds"
                 f"{', already checked' if ledger.get('checked') else ''})."
             )
-        worker = self._worker(settings, int(ledger["n_cells"]))
+        worker = self._worker(settings, int(ledger["n_cells"]), ledger)
         for p, value in zip(worker.backend.parameters, params, strict=True):
             if tuple(p.shape) != tuple(np.shape(value)):
                 raise SiloRefusal(
@@ -323,6 +358,18 @@ class FermiSilo:
                 f"{where} refuses privacy_unit={settings.get('privacy_unit')!r}: it accepts "
                 f"{list(policy.privacy_units)} (node config privacy-units)."
             )
+        units = bool(settings.get("units", False))
+        if units != (self.n_units is not None):
+            raise SiloRefusal(
+                f"{where} holds unit ids and answers only runs about units (all records of "
+                "a person); the server asked for a record-level run: give every silo unit "
+                "ids." if self.n_units is not None else
+                f"{where} has no unit ids, the server asked for a run about units: give the "
+                "silo its records' unit_ids (data file array 'unit_ids'), or run per record."
+            )
+        k = settings.get("max_records_per_unit")
+        if units and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise SiloRefusal(f"{where} refuses max_records_per_unit={k!r}: not an integer >= 1.")
         if settings["delta"] > policy.max_delta:
             raise SiloRefusal(
                 f"{where} refuses delta={settings['delta']}: at most {policy.max_delta}."
@@ -367,12 +414,36 @@ class FermiSilo:
 
     def _rate(self, settings):
         if settings.get("batch_size") is not None:
-            return float(settings["batch_size"]) / self.n_records
+            return float(settings["batch_size"]) / self.size
         return float(settings["sampling_rate"])
 
-    def _worker(self, settings, n_cells):
+    def _units(self, settings, ledger):
+        """This silo's :class:`~skdp.privacy.UnitBounds` for the run of
+        ``ledger`` (the same subsets in every request: seeded, or from the
+        ledger's secret token), or None without unit ids."""
+        if self.n_units is None:
+            return None
+        key = ("units", ledger.get("units_token"), settings["seed"],
+               settings["max_records_per_unit"])
+        if key not in self._cache:
+            rng = SiloRandomness(settings["seed"], self.silo, self.device)
+            self._cache[key] = silo_unit_bounds(self.unit_codes, self.n_units,
+                                                settings["max_records_per_unit"], rng,
+                                                ledger.get("units_token"))
+        return self._cache[key]
+
+    def _unit_weights(self, settings, ledger):
+        """The unit factors of the silo's records (float32 tensor), or None."""
+        units = self._units(settings, ledger)
+        if units is None:
+            return None
+        return torch.as_tensor(units.factors, dtype=torch.float32, device=self.device)
+
+    def _worker(self, settings, n_cells, ledger):
         """This silo's :class:`~skdp.fairness.fermi.SiloWorker` (cached)."""
         key = ("worker", settings["n_classes"], tuple(settings["hidden_layer_sizes"]), n_cells)
+        if self.n_units is not None:  # the run's unit subsets
+            key += (ledger.get("units_token"), settings["max_records_per_unit"], settings["seed"])
         if key not in self._cache:
             X_t = torch.as_tensor(np.array(self.X, dtype=np.float32), device=self.device)
             n_classes = settings["n_classes"]
@@ -388,7 +459,9 @@ class FermiSilo:
             cells, _ = self._cells(settings)
             _, groups = self._codes(settings)
             self._cache[key] = SiloWorker(X_t, onehot, cells, n_cells, module,
-                                          groups=torch.as_tensor(groups, device=self.device))
+                                          groups=torch.as_tensor(groups, device=self.device),
+                                          weights=self._unit_weights(settings, ledger),
+                                          units=self._units(settings, ledger))
         return self._cache[key]
 
     def __getstate__(self):

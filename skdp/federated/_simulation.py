@@ -65,7 +65,9 @@ def fit_in_simulation(run, data, make_backend, device, *, module=None, options=N
     Parameters
     ----------
     run : skdp.fairness.fermi.FermiRun
-    data : list of (X, y_codes, group_codes), one per silo, in silo order
+    data : list of (X, y_codes, group_codes, unit_codes), one per silo, in silo order
+        ``unit_codes`` (each record's privacy unit, or None) stay with the
+        silo: each silo bounds, samples and weighs its own units.
     make_backend : callable ``(X_t, n_outputs) -> backend``
     device : torch.device
     module : callable or None
@@ -91,9 +93,9 @@ def fit_in_simulation(run, data, make_backend, device, *, module=None, options=N
             "and backend_config."
         )
     silos = [
-        FermiSilo(X, y, g, silo=j, name=name, policy=SiloPolicy.permissive(), encoded=True,
-                  module=module, device=device)
-        for j, ((X, y, g), name) in enumerate(zip(data, run.silo_names))
+        FermiSilo(X, y, g, unit_ids=units, silo=j, name=name, policy=SiloPolicy.permissive(),
+                  encoded=True, module=module, device=device)
+        for j, ((X, y, g, units), name) in enumerate(zip(data, run.silo_names))
     ]
 
     def get_silo(context):

@@ -6,7 +6,7 @@ here imports Flower."""
 import numpy as np
 import torch
 
-from ..fairness.fermi.protocol import SiloMessages
+from ..fairness.fermi.protocol import PROTOCOL, SiloMessages
 
 
 class FederatedError(RuntimeError):
@@ -21,19 +21,40 @@ class SiloTransport:
     ``requests[j]`` (a dict) to silo ``j`` for every silo, and return the
     replies in silo order, raising :class:`FederatedError` (naming the silo
     and the round) when one refuses, fails or times out. ``hello`` replies
-    give the silos' public record counts and names.
+    give the silos' protocol version, public sizes (record counts, or unit
+    counts from silos that hold unit ids: ``per_unit``) and names.
     """
 
     def __init__(self):
         self.hellos = []
         self.sizes = None
         self.names = None
+        self.per_unit = False
 
     def _hello(self):
+        """Read the silos' public facts; refuse silos of another protocol
+        version, and a mix of silos with and without unit ids."""
         hellos = self._call("hello", None, None)
         self.hellos = hellos
-        self.sizes = np.array([int(h["n_records"]) for h in hellos], dtype=np.int64)
         self.names = [str(h["name"]) for h in hellos]
+        for name, hello in zip(self.names, hellos):
+            if hello.get("protocol") != PROTOCOL:
+                raise FederatedError(
+                    f"silo {name!r} speaks {hello.get('protocol') or 'an older protocol'}, this "
+                    f"server {PROTOCOL!r}; install the same skdp version on both sides."
+                )
+        per_unit = ["n_units" in h for h in hellos]
+        if any(per_unit) and not all(per_unit):
+            with_units = [n for n, u in zip(self.names, per_unit) if u]
+            raise FederatedError(
+                f"silos {with_units[:5]} hold unit ids (they protect persons with all their "
+                "records) and the others do not; a fit has one privacy unit: give every silo "
+                "unit ids (a silo with one record per person can use its row numbers)."
+            )
+        #: whether ``sizes`` count the silos' privacy units (not records)
+        self.per_unit = all(per_unit) and bool(per_unit)
+        key = "n_units" if self.per_unit else "n_records"
+        self.sizes = np.array([int(h[key]) for h in hellos], dtype=np.int64)
 
     def _call(self, phase, requests, round_index):
         raise NotImplementedError

@@ -10,7 +10,8 @@ what it accepts::
     allow-seeded-noise=false allow-non-private=false privacy-units="record"
 
 ``data-path`` is a ``.npz`` file with arrays ``X`` (n, d), ``y`` (n,) and
-optionally ``sensitive`` (n,) (write one with
+optionally ``sensitive`` (n,) and ``unit_ids`` (n,: each record's person;
+the silo then protects persons, not records) (write one with
 :func:`skdp.federated.save_silo`). The run config (``flwr run ...
 --run-config``) gives the public facts and where the ServerApp writes the
 fitted estimator (a pickle)::

@@ -31,8 +31,10 @@ def load_silo(node_config):
         with np.load(key[0], allow_pickle=False) as data:
             X, y = data["X"], data["y"]
             sensitive = data["sensitive"] if "sensitive" in data.files else None
+            unit_ids = data["unit_ids"] if "unit_ids" in data.files else None
         _SILOS[key] = FermiSilo(
-            X, y, sensitive, silo=key[1], name=node_config.get("silo-name", key[1]),
+            X, y, sensitive, unit_ids=unit_ids, silo=key[1],
+            name=node_config.get("silo-name", key[1]),
             policy=SiloPolicy.from_node_config(node_config),
         )
     return _SILOS[key]

@@ -1,5 +1,6 @@
 """DPFERMIClassifier: DP-FERMI / SteFFLe behind a scikit-learn interface."""
 
+import itertools
 import warnings
 from dataclasses import replace
 from numbers import Integral, Real
@@ -10,9 +11,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..._base import (
+    MAX_RECORDS_PER_UNIT,
+    UNIT_CONSTRAINTS,
     BaseDPClassifier,
     _is_balanced,
-    reject_unit_ids,
     split_sensitive_columns,
 )
 from ..._groups import _is_dataframe, encode_groups, select_columns
@@ -58,6 +60,12 @@ class DPFERMIClassifier(BaseDPClassifier):
     that touches a record -- the model gradient of the loss and the ERMI
     term, and the W-gradient -- is clipped and noised, and the releases of a
     round are accounted as one mechanism. Silo sizes are treated as public.
+    With ``fit(unit_ids=...)`` the unit is a person (or any unit) with all
+    its records, each unit inside one silo: every silo keeps at most
+    ``max_records_per_unit`` records of each of its units, weighs every
+    per-record term of every release by ``1 / min(|u|, k)``, samples units,
+    and its ``epsilon`` is about adding or removing one of its units (see
+    :ref:`units`).
 
     Parameters
     ----------
@@ -86,6 +94,12 @@ class DPFERMIClassifier(BaseDPClassifier):
         paper, which uses the loss gradient exactly). The fitted
         ``privacy_unit_`` names the notion. A federated silo accepts it
         only if its own policy allows it (:class:`skdp.federated.SiloPolicy`).
+        With ``unit_ids`` the notion applies to units: ``"record"`` protects
+        all records of one unit (add or remove the unit),
+        ``"sensitive_attribute"`` the groups of all records of one unit
+        (replace them all; features and labels public), since a person's
+        group is usually the same in all their records. Every sensitivity
+        holds per unit as it does per record: a unit's factors sum to 1.
     noise_calibration : {"accountant", "paper"}, default="accountant"
         ``"accountant"``: noise calibrated by dp-accounting so that every
         silo meets the budget. ``"paper"``: the closed form of the paper's
@@ -165,8 +179,8 @@ class DPFERMIClassifier(BaseDPClassifier):
     silo_column : str, int or None, default=None
         A column of X holding each record's silo, used when ``silo_ids`` is
         not passed to ``fit`` and removed from the inputs (also when
-        predicting). It is removed before ``sensitive_columns`` are read, so
-        integer ``sensitive_columns`` index the remaining columns.
+        predicting). It is removed before ``sensitive_columns`` and
+        ``unit_column`` are read, so integer ones index the remaining columns.
     engine : {"inprocess", "flower-simulation"}, default="inprocess"
         What runs the silos. ``"inprocess"``: all silos in this process, in
         one batched pass per round (no extra dependency). ``"flower-simulation"``:
@@ -215,6 +229,22 @@ class DPFERMIClassifier(BaseDPClassifier):
         Weights need ``engine="inprocess"``: the federated engines raise a
         ValueError (a remote silo would have to weigh its own records, which
         the protocol does not carry). See :ref:`privacy-sample-weights`.
+    max_records_per_unit : int, default=16
+        With ``fit(unit_ids=...)``: the public bound k on the records of one
+        unit that a fit uses. Each silo keeps at most k records of each of
+        its units, a random subset drawn once per fit independently of their
+        values, and each kept record weighs ``1 / min(|u|, k)`` in every
+        release (the clipped model and W-gradients, the monitoring terms,
+        the group and class counts and the model check), so a unit moves
+        each release by at most the sensitivity of one record; batches are
+        Poisson samples of units. k changes neither the noise nor
+        ``epsilon_``, only how many of a large unit's records are used.
+        Unused without ``unit_ids``. See :ref:`units`.
+    unit_column : str, int or None, default=None
+        A column of ``X`` holding each record's unit id, for use with
+        metadata routing off; it is removed from the features (also when
+        predicting) like ``sensitive_columns``. ``fit(unit_ids=...)`` takes
+        precedence.
     warm_start : bool, default=False
         With True, ``fit`` on a fitted estimator starts from its parameters
         (``coef_`` and ``intercept_``, or the module's state) instead of a
@@ -262,9 +292,12 @@ class DPFERMIClassifier(BaseDPClassifier):
     silos_ : ndarray of shape (`n_silos_`,)
         Silo labels, in the order of the per-silo attributes.
     silo_sizes_ : ndarray of shape (`n_silos_`,)
-        Records per silo. Treated as public: silos are institutions that
-        publish their sizes; the sampling rates and the server's weights
-        depend on them.
+        Records per silo, or privacy units per silo with ``unit_ids`` (the
+        number of records is then not public). Treated as public: silos are
+        institutions that publish their sizes; the sampling rates and the
+        server's weights depend on them.
+    n_units_ : int or None
+        Number of privacy units (all silos) with ``unit_ids``; None without.
     silo_epsilons_ : ndarray of shape (`n_silos_`,)
         Each silo's epsilon: the accountant's figure for the noise that
         silo added (every silo calibrates its own release plan for its own
@@ -283,7 +316,9 @@ class DPFERMIClassifier(BaseDPClassifier):
     accountant_ : str
     privacy_report_ : skdp.privacy.PrivacyReport
         Report of that silo (noise of each release by name: ``"theta"``,
-        ``"w"``, ``"monitor"``, ``"group_counts"``).
+        ``"w"``, ``"monitor"``, ``"group_counts"``); its ``privacy_unit``
+        is ``"record"``, or ``"unit (max_records_per_unit=k)"`` with
+        ``unit_ids``.
     silo_privacy_reports_ : list of PrivacyReport
     privacy_unit_ : str
         ``"record"`` or ``"sensitive_attribute"`` (the weaker notion).
@@ -291,7 +326,8 @@ class DPFERMIClassifier(BaseDPClassifier):
     n_steps_ : int
         Rounds run.
     sampling_rates_, batch_sizes_ : ndarray of shape (`n_silos_`,)
-        Each silo's Poisson rate and expected batch size.
+        Each silo's Poisson rate and expected batch size (of units with
+        ``unit_ids``).
     history_ : dict of ndarray
         Per round: ``"loss"`` (mean cross-entropy, clamped at 5 per record),
         ``"fairness"`` (mean ``psi``, clamped to [-2, 2] per record: the
@@ -365,6 +401,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         "silo_column": [str, Integral, None],
         "engine": [StrOptions(set(ENGINES))],
         "engine_options": [dict, None],
+        **UNIT_CONSTRAINTS,
     }
     def __init__(
         self,
@@ -405,6 +442,8 @@ class DPFERMIClassifier(BaseDPClassifier):
         class_weight=None,
         max_sample_weight=1.0,
         warm_start=False,
+        max_records_per_unit=MAX_RECORDS_PER_UNIT,
+        unit_column=None,
     ):
         self.fairness = fairness
         self.lam = lam
@@ -442,9 +481,12 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.class_weight = class_weight
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
+        self.max_records_per_unit = max_records_per_unit
+        self.unit_column = unit_column
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y, *, sensitive_features=None, silo_ids=None, sample_weight=None, unit_ids=None):
+    def fit(self, X, y, *, sensitive_features=None, silo_ids=None, sample_weight=None,
+            unit_ids=None):
         """Train under each silo's (epsilon, delta) budget.
 
         Parameters
@@ -467,22 +509,28 @@ class DPFERMIClassifier(BaseDPClassifier):
             request it with ``set_fit_request(sample_weight=True)``.
             Needs ``engine="inprocess"``.
 
-        unit_ids : None
-            Not supported yet: this estimator's guarantee is per record, and
-            any value but None raises
-            :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` (see
-            :ref:`units`).
+        unit_ids : array-like of shape (n_samples,), default=None
+            The privacy unit of each record (e.g. a person id; any hashable,
+            no missing value). ``epsilon_`` is then about adding or removing
+            *all* records of one unit; all records of a unit must be in one
+            silo. Each silo keeps at most ``max_records_per_unit`` records of
+            each of its units, weighted ``1 / min(|u|, max_records_per_unit)``,
+            and samples units. Requested by default with metadata routing on;
+            with routing off, ``unit_column`` can name a column of ``X``. The
+            federated engines hand each silo its own ids. See :ref:`units`.
 
         Returns
         -------
         self : DPFERMIClassifier
         """
         self._validate_params()
-        reject_unit_ids(self, unit_ids)
         self._check_engine()
         previous = self._previous_fit()
         X, from_column = self._pop_silo_column(X)
-        X, y_codes, group_codes = self._validate_training_data(X, y, sensitive_features)
+        unit_argument = "unit_ids" if unit_ids is not None else "unit_column"
+        X, y_codes, group_codes, unit_ids = self._validate_training_data(
+            X, y, sensitive_features, units=True, unit_ids=unit_ids)
+        unit_codes, _ = self._validated_unit_ids(unit_ids, X.shape[0])
         self._check_warm_start(previous)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
         self._check_engine_weights(sample_weight)
@@ -498,6 +546,9 @@ class DPFERMIClassifier(BaseDPClassifier):
             sample_weight = sample_weight[order]
         self._check_warm_silos(previous)
         sizes = np.bincount(silo_codes, minlength=self.n_silos_)
+        units = None
+        if unit_codes is not None:
+            units = self._units_per_silo(unit_codes[order], silo_codes, sizes, unit_argument)
         self._warn_single_group_silos(group_codes, silo_codes, n_groups)
         run, make_backend, device = self._prepare_run(previous)
         if self.engine == "inprocess":
@@ -506,12 +557,15 @@ class DPFERMIClassifier(BaseDPClassifier):
             weights = SimpleNamespace(sample_weight=sample_weight, y_codes=y_codes)
             self._weigh_records(None, weights, None, None, X_t)
             transport = LocalSilos(X_t, y_codes, group_codes, sizes, self.fairness, n_classes,
-                                   n_groups, device, batched, weights=weights.record_weights)
+                                   n_groups, device, batched, weights=weights.record_weights,
+                                   units=units)
             return self._store_fit(train_on_silos(run, transport, make_backend, device),
                                    previous)
         bounds = np.concatenate([[0], np.cumsum(sizes)])
+        local = [None] * len(sizes) if units is None else np.split(units[0], bounds[1:-1])
         data = [
-            (X[a:b], y_codes[a:b], group_codes[a:b]) for a, b in zip(bounds[:-1], bounds[1:])
+            (X[a:b], y_codes[a:b], group_codes[a:b], unit)
+            for a, b, unit in zip(bounds[:-1], bounds[1:], local)
         ]
         fit = engine(self.engine)(run, data, make_backend, device, module=self.module,
                                   options=self.engine_options)
@@ -523,7 +577,9 @@ class DPFERMIClassifier(BaseDPClassifier):
 
         The server never sees a record: it knows the public class and group
         lists, the number of features, and what the silos send (their record
-        counts, their noisy group counts and their noisy gradient sums). See
+        counts, their noisy group counts and their noisy gradient sums). Silos
+        that hold unit ids send their number of units instead of records, and
+        the fit is then about units (``n_units_``, ``privacy_report_``). See
         :ref:`federated` (``skdp.federated.fit_federated`` calls this).
 
         Parameters
@@ -556,6 +612,32 @@ class DPFERMIClassifier(BaseDPClassifier):
         self._check_warm_silos(previous)
         run, make_backend, device = self._prepare_run(previous)
         return self._store_fit(train_on_silos(run, transport, make_backend, device), previous)
+
+    def _units_per_silo(self, unit_codes, silo_codes, sizes, argument):
+        """The units of each silo: every row's unit coded within its silo
+        (``0 .. n_units_j - 1``) and each silo's number of units, for rows
+        sorted by silo. A unit whose records are in two silos is refused: a
+        silo bounds and accounts only the units it holds whole."""
+        n_silos = len(sizes)
+        pairs = np.unique(unit_codes * n_silos + silo_codes)  # (unit, silo) present
+        units_of_pair = pairs // n_silos
+        spread = np.bincount(units_of_pair, minlength=int(unit_codes.max()) + 1)
+        if (spread > 1).any():
+            first = int(np.flatnonzero(spread > 1)[0])
+            silos = self.silos_[pairs[units_of_pair == first] % n_silos].tolist()
+            raise ValueError(
+                f"{argument}: {int((spread > 1).sum())} unit(s) have records in more than one "
+                f"silo (e.g. a unit in silos {silos[:5]}). A unit must live in one silo: each "
+                "silo bounds and accounts only the units it holds whole. Put all records of "
+                "a unit in one silo (e.g. assign silos by unit), or merge those silos."
+            )
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        local = np.empty_like(unit_codes)
+        counts = []
+        for a, b in itertools.pairwise(bounds):
+            _, local[a:b] = np.unique(unit_codes[a:b], return_inverse=True)
+            counts.append(int(local[a:b].max()) + 1 if b > a else 0)
+        return local, counts
 
     def _check_engine(self):
         if self.engine != "inprocess" and self.noise_calibration == "paper":
@@ -639,6 +721,7 @@ class DPFERMIClassifier(BaseDPClassifier):
             seed=silo_seed, silo_names=tuple(str(s) for s in self.silos_),
             verbose=self.verbose, min_group_share=float(self.min_group_share),
             class_counts=_is_balanced(self.class_weight),
+            max_records_per_unit=int(self.max_records_per_unit),
         )
 
         def make_backend(X_t, n_outputs):
@@ -683,6 +766,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.sampling_rates_ = np.asarray(fit.rates, dtype=np.float64)
         self.batch_sizes_ = np.asarray(fit.batches, dtype=np.float64)
         self.privacy_unit_ = self.privacy_unit
+        self.n_units_ = int(np.sum(fit.sizes)) if fit.per_unit else None
         self.noise_calibration_ = self.noise_calibration
         if fit.check is not None:
             n_classes = len(self.classes_)

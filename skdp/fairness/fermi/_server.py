@@ -5,7 +5,9 @@ the fitted state; :class:`~skdp.DPFERMIClassifier` stores it. The in-process
 engine is :class:`LocalSilos` (below); the Flower engines and remote silos
 (:mod:`skdp.federated`) implement the same four calls:
 
-* ``sizes``: the silos' public record counts, in silo order;
+* ``sizes``: the silos' public sizes, in silo order: record counts, or
+  unit counts when ``per_unit`` is True (the silos hold unit ids; a unit's
+  records all live in one silo, and their number is not public);
 * ``setup(settings)``: each silo calibrates its own release plan for its
   own record count and releases its noisy group counts; one reply per silo
   with its ``epsilon``, its noise scales (``noise``) or, in process, its
@@ -20,6 +22,8 @@ engine is :class:`LocalSilos` (below); the Flower engines and remote silos
 The in-process engine also weighs records (``sample_weight``, and
 ``class_weight`` through ``weigh_classes(factors)`` after the silos' noisy
 class counts, ``settings["class_counts"]``); the federated engines do not.
+With privacy units every engine's silos bound, sample and weigh their own
+units (:func:`~skdp.fairness.fermi.protocol.silo_unit_bounds`).
 
 Nothing here imports scikit-learn or Flower.
 """
@@ -52,8 +56,10 @@ from .protocol import (
     PSI_BOUND,
     FermiNoise,
     fermi_release_plan,
+    new_units_token,
     silo_privacy_report,
     silo_randomness,
+    silo_unit_bounds,
     w_noise_scale,
 )
 
@@ -69,7 +75,8 @@ class FermiRun:
     operating system). ``averaging`` is the fraction of final rounds whose
     iterates are averaged (0: the last iterate). ``class_counts``: the
     silos release noisy class counts for ``class_weight="balanced"``
-    (in-process engine only).
+    (in-process engine only). ``max_records_per_unit``: the public bound k
+    of a run whose silos hold unit ids.
     """
 
     epsilon: object
@@ -102,6 +109,7 @@ class FermiRun:
     model_check: bool = True
     min_group_share: float = 0.0
     class_counts: bool = False
+    max_records_per_unit: object = None
 
     @property
     def n_classes(self):
@@ -121,7 +129,8 @@ class FermiFit:
     """What a fit leaves: the public schedule (``rates``, ``batches``,
     ``rounds``), the released priors and the bounds derived from them, each
     silo's privacy report, the trained backend, the history and ``W``, and
-    the seconds spent calibrating and training."""
+    the seconds spent calibrating and training. ``per_unit``: ``sizes``
+    (and rates and batches) count privacy units, not records."""
 
     sizes: np.ndarray
     rates: list
@@ -139,6 +148,7 @@ class FermiFit:
     check_std: float = None
     small_groups: tuple = ()
     class_weights: np.ndarray = None
+    per_unit: bool = False
 
 
 def train_on_silos(run, transport, make_backend, device):
@@ -158,10 +168,11 @@ def train_on_silos(run, transport, make_backend, device):
     FermiFit
     """
     sizes = np.asarray(transport.sizes, dtype=np.int64)
-    rates, batches, rounds = silo_sampling(run, sizes)
+    per_unit = bool(getattr(transport, "per_unit", False))
+    rates, batches, rounds = silo_sampling(run, sizes, per_unit)
 
     start = time.perf_counter()
-    settings = silo_settings(run, rounds, rates)
+    settings = silo_settings(run, rounds, rates, per_unit)
     expected = expected_reports(settings, sizes)
     replies = transport.setup(settings)
     reports = checked_reports(run, settings, sizes, expected, replies)
@@ -224,7 +235,7 @@ def train_on_silos(run, transport, make_backend, device):
         w_radius=w_radius, w_clip=w_clip, reports=reports, backend=backend, history=history,
         W=W, fit_time={"calibration": calibration_time, "training": training_time},
         check=check, check_std=check_std, small_groups=small_groups,
-        class_weights=class_weights,
+        class_weights=class_weights, per_unit=per_unit,
     )
 
 
@@ -256,16 +267,18 @@ def floor_small_groups(priors, min_share):
     return raised, tuple(int(g) for g in np.flatnonzero(small.any(0)))
 
 
-def silo_sampling(run, sizes):
+def silo_sampling(run, sizes, per_unit=False):
     """Per-silo sampling rates and expected batches, and the round count.
 
     ``sample_rate``, or ``batch_size="auto"``, give every silo the same rate
     (``"auto"``: the centralized default's rate on all ``n`` records, so
     that N silos take as many rounds as one); an integer ``batch_size`` is
-    each silo's expected batch (rate ``b / n_j``).
+    each silo's expected batch (rate ``b / n_j``). With ``per_unit``,
+    ``sizes``, ``n`` and batches count units.
     """
     n, n_min = int(sizes.sum()), int(sizes.min())
     one_silo = len(sizes) == 1
+    what = "units" if per_unit else "records"
     rate = run.sample_rate
     if rate is None and run.batch_size == "auto":
         rate = min(max(n // 4, 1), max(64, round(12 * math.sqrt(n)))) / n
@@ -274,8 +287,8 @@ def silo_sampling(run, sizes):
             if rate * size < 1.0 - 1e-9:
                 where = "the data has" if one_silo else f"silo {name!r} has"
                 raise ValueError(
-                    f"{where} {size} records: the sampling rate {rate:.4g} gives it an "
-                    "expected batch below one record; raise sample_rate (or batch_size), "
+                    f"{where} {size} {what}: the sampling rate {rate:.4g} gives it an "
+                    f"expected batch below one of them; raise sample_rate (or batch_size), "
                     "or merge small silos."
                 )
         rates = [float(rate)] * len(sizes)
@@ -287,7 +300,7 @@ def silo_sampling(run, sizes):
             name, size = too_small[0]
             where = "the data has" if one_silo else f"silo {name!r} has"
             raise ValueError(
-                f"{where} {size} records, fewer than batch_size={batch}; use batch_size "
+                f"{where} {size} {what}, fewer than batch_size={batch}; use batch_size "
                 f"<= {n_min}, or merge small silos."
             )
         rates = [batch / float(s) for s in sizes]
@@ -300,16 +313,17 @@ def silo_sampling(run, sizes):
     if run.epsilon is not None and run.delta >= 1.0 / n_min:
         warnings.warn(
             f"delta={run.delta:g} is not smaller than 1/n for the smallest silo "
-            f"({n_min} records); use delta well below {1.0 / n_min:.3g}.",
+            f"({n_min} {what}); use delta well below {1.0 / n_min:.3g}.",
             UserWarning,
         )
     return rates, batches, rounds
 
 
-def silo_settings(run, rounds, rates):
+def silo_settings(run, rounds, rates, per_unit=False):
     """The public settings every silo receives before training: enough to
     build its own release plan (with its own record count) and its own step;
-    no data-derived value besides the public silo sizes."""
+    no data-derived value besides the public silo sizes. With ``per_unit``
+    (the silos hold unit ids) also ``units`` and ``max_records_per_unit``."""
     rate_mode = not (isinstance(run.batch_size, Integral) and run.sample_rate is None)
     return {
         "protocol": PROTOCOL,
@@ -334,7 +348,9 @@ def silo_settings(run, rounds, rates):
         "psi_bound": PSI_BOUND,
         "seed": None if run.seed is None else int(run.seed),
         "model_check": bool(run.model_check),
-    } | ({"class_counts": True} if run.class_counts else {})
+    } | ({"class_counts": True} if run.class_counts else {}) | (
+        {"units": True, "max_records_per_unit": int(run.max_records_per_unit)}
+        if per_unit else {})
 
 
 def expected_reports(settings, sizes):
@@ -349,9 +365,10 @@ def expected_reports(settings, sizes):
     try:
         found = {rate: silo_privacy_report(settings, n) for rate, n in unique.items()}
     except PrivacyBudgetError as exc:
+        what = "units" if settings.get("units", False) else "records"
         raise PrivacyBudgetError(
             f"epsilon={settings['epsilon']} cannot pay for {settings['rounds']} rounds on the "
-            f"smallest silo ({int(sizes.min())} records): {exc} Raise epsilon, lower "
+            f"smallest silo ({int(sizes.min())} {what}): {exc} Raise epsilon, lower "
             "max_epochs/max_steps, or merge small silos."
         ) from exc
     return [found[rate_of[int(n)]] for n in sizes]
@@ -443,13 +460,21 @@ class LocalSilos:
     weights : tensor of shape (n,) or None
         Sample-weight factors in [0, 1] of the rows (None: unweighted); the
         class factors of :meth:`weigh_classes` multiply them.
+    units : (ndarray of shape (n,), sequence of int) or None
+        Privacy units: the unit of each row, coded within its silo (``0 ..
+        n_units_j - 1``), and the number of units of each silo. The silos'
+        public ``sizes`` are then their unit counts; each silo bounds its
+        own units in :meth:`setup` and their factors join the weights.
     """
 
     def __init__(self, X_t, y_codes, group_codes, sizes, fairness, n_classes, n_groups,
-                 device, batched=True, weights=None):
+                 device, batched=True, weights=None, units=None):
         self.X_t, self.y_codes = X_t, y_codes
         self.groups_t = torch.as_tensor(group_codes, dtype=torch.long, device=device)
-        self.sizes = sizes
+        self.record_sizes = [int(s) for s in sizes]
+        self.per_unit = units is not None
+        self.unit_codes, self.sizes = (None, sizes) if units is None else units
+        self.unit_bounds = None
         strata, n_strata = fairness_strata(fairness, y_codes, n_classes)
         self.cells = record_cells(group_codes, strata, n_groups, n_strata)
         self.n_cells = n_strata * n_groups
@@ -464,30 +489,43 @@ class LocalSilos:
         reports = expected_reports(settings, np.asarray(self.sizes))
         self.reports = reports
         self.randomness = silo_randomness(settings["seed"], len(self.sizes), self.device)
+        unit_factors = self._bound_units(settings)
         counts = [None] * len(self.sizes)
         if settings["private_priors"]:
             std = reports[0].scale("group_counts")  # equal for every silo
-            counts = silo_group_counts(self.cells_t, self.sizes, self.n_cells, std,
+            counts = silo_group_counts(self.cells_t, self.record_sizes, self.n_cells, std,
                                        self.randomness, weights=self.weights).cpu().numpy()
         replies = [{"report": r, "epsilon": r.epsilon, "counts": c}
                    for r, c in zip(reports, counts)]
         if settings.get("class_counts", False):
-            for reply, labels, rng in zip(replies, np.split(self.y_codes, np.cumsum(self.sizes)[:-1]),
-                                          self.randomness):
-                reply["class_counts"] = self._class_counts(labels, reply["report"], rng)
+            cuts = np.cumsum(self.record_sizes)[:-1]
+            factors = ([None] * len(self.sizes) if unit_factors is None
+                       else np.split(unit_factors, cuts))
+            for reply, labels, rng, weights in zip(replies, np.split(self.y_codes, cuts),
+                                                   self.randomness, factors):
+                report = reply["report"]
+                std = report.scale("class_counts") if "class_counts" in report.noise else None
+                reply["class_counts"] = silo_class_counts(
+                    labels, self.n_classes, std, rng.at(CLASS_COUNTS_ROUND), weights)
         return replies
 
-    def _class_counts(self, labels, report, rng):
-        """One silo's class counts, with Gaussian noise of its report's
-        ``"class_counts"`` release (drawn at ``CLASS_COUNTS_ROUND``); exact
-        without privacy or when the labels are public (sensitive-attribute
-        unit)."""
-        counts = np.bincount(labels, minlength=self.n_classes).astype(np.float64)
-        if report.private and "class_counts" in report.noise:
-            noise = gaussian_noise(torch.zeros(self.n_classes, dtype=torch.float64),
-                                   report.scale("class_counts"), rng.at(CLASS_COUNTS_ROUND))
-            counts = counts + noise.cpu().numpy()
-        return counts
+    def _bound_units(self, settings):
+        """Each silo bounds its own units (:func:`silo_unit_bounds`, from its
+        own randomness); their factors join the record weights. Returns the
+        unit factors of all rows (float64), or None without units."""
+        if not self.per_unit:
+            return None
+        cuts = np.cumsum(self.record_sizes)[:-1]
+        k = settings["max_records_per_unit"]
+        self.unit_bounds = [
+            silo_unit_bounds(codes, n_units, k, rng, new_units_token(rng))
+            for codes, n_units, rng in zip(np.split(self.unit_codes, cuts), self.sizes,
+                                           self.randomness)
+        ]
+        factors = np.concatenate([u.factors for u in self.unit_bounds])
+        unit_weights = torch.as_tensor(factors, dtype=self.X_t.dtype, device=self.device)
+        self.weights = unit_weights if self.weights is None else self.weights * unit_weights
+        return factors
 
     def weigh_classes(self, factors):
         """Multiply each record's weight factor by its class's ``factors``
@@ -505,14 +543,35 @@ class LocalSilos:
         return backend
 
     def exchange(self, backend, config, priors):
+        if self.per_unit:  # the rows' layout: records per silo
+            config = replace(config, record_sizes=tuple(self.record_sizes))
         self.silos = InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,
                                     self.randomness, batched=self.batched, priors=priors,
-                                    groups=self.groups_t)
+                                    groups=self.groups_t, units=self.unit_bounds)
         return self.silos
 
     def check(self, backend, n_groups):
         stds = [r.scale("model_check") if r.private else None for r in self.reports]
         return self.silos.check(n_groups, stds)
+
+
+def silo_class_counts(labels, n_classes, std, generator, weights=None):
+    """One silo's class counts, with Gaussian noise of standard deviation
+    ``std`` drawn from ``generator`` (the silo's stream at
+    ``CLASS_COUNTS_ROUND``); exact when ``std`` is None (no privacy, or the
+    labels are public under the sensitive-attribute unit). With ``weights``
+    (unit factors, summing to at most 1 over a unit) each record adds its
+    factor: one unit moves the counts by at most 1, as one record does.
+
+    Returns
+    -------
+    ndarray of shape (n_classes,)
+    """
+    counts = np.bincount(labels, weights=weights, minlength=n_classes).astype(np.float64)
+    if std is not None:
+        noise = gaussian_noise(torch.zeros(n_classes, dtype=torch.float64), std, generator)
+        counts = counts + noise.cpu().numpy()
+    return counts
 
 
 #: Engines besides ``"inprocess"``, registered by the packages that provide

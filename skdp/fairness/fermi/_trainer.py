@@ -18,6 +18,14 @@ Sample weights (in process): the backend's ``record_weights`` (factors in
 model gradient, the clipped W-gradient, the monitoring terms and the group
 counts -- so no sensitivity changes.
 
+Privacy units (``unit_ids``, a unit's records all in one silo): each silo
+keeps at most ``max_records_per_unit`` records of each of its units
+(:func:`~skdp.fairness.fermi.protocol.silo_unit_bounds`), whose unit factors
+``1 / min(|u|, k)`` join the record weights (and weigh the model check), and
+Poisson-samples its *units*, each with all its kept records
+(:class:`~skdp.privacy.UnitSampler`); sums are divided by the expected
+number of units. A unit then moves every release as one record does.
+
 Nothing here imports Flower or scikit-learn; noise scales come from the
 silos' release plans (:mod:`.protocol`).
 """
@@ -33,7 +41,7 @@ from torch.func import functional_call, grad, vmap
 
 from ..._training import TailAverage, make_optimizer, one_torch_thread
 from ...models._backends import LinearBackend, make_backend
-from ...privacy import PoissonSampler, clip_factors, gaussian_noise, weigh
+from ...privacy import PoissonSampler, UnitSampler, clip_factors, gaussian_noise, weigh
 from ...privacy._random import normal_
 from ._ermi import project_frobenius, w_gradient_from_sums
 from .protocol import (
@@ -59,10 +67,12 @@ class FermiConfig:
     n_rounds : int
         Communication rounds; one noisy gradient step each.
     silo_sizes : tuple of int
-        Records per silo (public); records of silo ``j`` are rows
-        ``sum(silo_sizes[:j]) ...`` of the data.
+        Public size of each silo: its records, or its privacy units with
+        ``unit_ids``. Records of silo ``j`` are rows
+        ``sum(record_sizes[:j]) ...`` of the data.
     sampling_rates : tuple of float
-        Poisson sampling rate of each silo (expected batch ``q_j * n_j``).
+        Poisson sampling rate of each silo (expected batch ``q_j * n_j``,
+        records or units).
     lam : float
         Weight of the ERMI term.
     max_grad_norm : float
@@ -96,6 +106,9 @@ class FermiConfig:
     loss_bound, psi_bound : float
         Per-record clamps of the monitored loss and ``psi`` values.
     verbose : int
+    record_sizes : tuple of int or None
+        Records per silo when the silos' sizes count units (in process, the
+        layout of the rows); None when they count records.
     """
 
     n_rounds: int
@@ -116,10 +129,16 @@ class FermiConfig:
     loss_bound: float = 5.0
     psi_bound: float = 2.0
     verbose: int = 0
+    record_sizes: tuple = None
 
     @property
     def n_silos(self):
         return len(self.silo_sizes)
+
+    @property
+    def rows_per_silo(self):
+        """Records of each silo: contiguous blocks of rows, in silo order."""
+        return self.silo_sizes if self.record_sizes is None else self.record_sizes
 
     @property
     def expected_batches(self):
@@ -127,7 +146,7 @@ class FermiConfig:
 
     @property
     def silo_weights(self):
-        """Server weights ``n_j / n`` (public silo sizes)."""
+        """Server weights ``n_j / n`` (public silo sizes: records or units)."""
         total = float(sum(self.silo_sizes))
         return tuple(n / total for n in self.silo_sizes)
 
@@ -190,11 +209,37 @@ def _poisson_step(sampler):
     return positions[:count].long().sub_(1)
 
 
-def silo_round_draws(generator, n_records, sampling_rate, noise_size, dtype):
+def unit_sampler(units, sampling_rate, device):
+    """A silo's :class:`~skdp.privacy.UnitSampler` over its units
+    (:class:`~skdp.privacy.UnitBounds`): the layout of each unit's kept
+    records, built once; each round draws from that round's own generator
+    (:func:`silo_round_draws`)."""
+    return UnitSampler(units, sampling_rate, torch.Generator(device=device))
+
+
+def _unit_step(sampler, generator):
+    """One Poisson batch of ``sampler``'s units, drawn from ``generator``:
+    the kept records of every sampled unit (the sampler's own code on its
+    layout; only the source of the draws is the round's)."""
+    step = copy.copy(sampler)
+    step.units = PoissonSampler(sampler.n_units, sampler.sampling_rate, generator)
+    return next(step.batches(1))
+
+
+def silo_round_draws(generator, n_records, sampling_rate, noise_size, dtype, units=None):
     """One silo's draws for one round, in a fixed order: its Poisson batch
     (sorted row indices), then a standard normal noise row of length
-    ``noise_size`` (None when ``noise_size`` is 0: non-private)."""
-    idx = _poisson_step(PoissonSampler(n_records, sampling_rate, generator))
+    ``noise_size`` (None when ``noise_size`` is 0: non-private).
+
+    With ``units`` (the silo's :func:`unit_sampler`) the batch is a Poisson
+    sample of its ``units.n_units`` units at ``units.sampling_rate``, each
+    with all its kept records (grouped by unit), and ``n_records`` and
+    ``sampling_rate`` are not used.
+    """
+    if units is None:
+        idx = _poisson_step(PoissonSampler(n_records, sampling_rate, generator))
+    else:
+        idx = _unit_step(units, generator)
     if not noise_size:
         return idx, None
     row = torch.empty(int(noise_size), dtype=dtype, device=generator.device)
@@ -217,8 +262,8 @@ def silo_group_counts(cells, silo_sizes, n_cells, noise_std, randomness, weights
     randomness : list of SiloRandomness, one per silo
         Each silo draws its noise from its generator at ``PRIORS_ROUND``.
     weights : tensor of shape (n,) or None
-        Sample-weight factors in [0, 1] (weighted counts: sensitivity 1
-        still); None counts records.
+        Sample-weight (and unit) factors in [0, 1] (weighted counts:
+        sensitivity 1 still); None counts records.
 
     Returns
     -------
@@ -504,12 +549,14 @@ def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_
     return SiloMessages(theta=theta_sums, w=w_sums, monitor=monitor_sums)
 
 
-def check_vector(logits_t, y_codes, groups, n_groups, std, generator):
+def check_vector(logits_t, y_codes, groups, n_groups, std, generator, weights=None):
     """One silo's check of the returned model on its records: the counts of
     (group, true class, predicted class), flattened, then the sum of the
     per-record log-losses clipped to ``CHECK_LOSS_BOUND`` and divided by it,
     plus Gaussian noise of standard deviation ``std`` (None: exact), in
-    float64. One record moves it by at most ``sqrt(2)``.
+    float64. One record moves it by at most ``sqrt(2)``; with ``weights``
+    (the unit factors of a fit with units, summing to at most 1 over a
+    unit) each record adds its factor, so one unit does too.
 
     Parameters
     ----------
@@ -519,6 +566,7 @@ def check_vector(logits_t, y_codes, groups, n_groups, std, generator):
     n_groups : int
     std : float or None
     generator : torch.Generator or SecureGenerator
+    weights : tensor of shape (n_records,) or None
 
     Returns
     -------
@@ -529,9 +577,12 @@ def check_vector(logits_t, y_codes, groups, n_groups, std, generator):
     log_p = torch.log_softmax(logits, dim=1)
     predicted = logits.argmax(1)
     cells = (groups * n_classes + y_codes) * n_classes + predicted
-    counts = torch.bincount(cells, minlength=n_groups * n_classes * n_classes).double()
+    weights = None if weights is None else weights.double()
+    counts = torch.bincount(cells, weights=weights,
+                            minlength=n_groups * n_classes * n_classes).double()
     losses = (-log_p.gather(1, y_codes[:, None])[:, 0]).nan_to_num(
         nan=CHECK_LOSS_BOUND, posinf=CHECK_LOSS_BOUND).clamp(0.0, CHECK_LOSS_BOUND)
+    losses = weigh(losses, weights)
     values = torch.cat([counts, (losses.sum() / CHECK_LOSS_BOUND)[None]])
     if std is not None:
         values = values + gaussian_noise(values, std, generator).to(values.device)
@@ -628,10 +679,16 @@ class SiloWorker:
         The model's module (None: linear); the worker keeps its own copy.
     groups : array-like of shape (n_records,) or None
     weights : tensor of shape (n_records,) or None
-        Sample-weight factors in [0, 1] of the silo's records (in process).
+        Factors in [0, 1] of the silo's records: sample weights (in process)
+        times the unit factors of ``units``.
+    units : skdp.privacy.UnitBounds or None
+        The silo's privacy units (its own codes), with the records each
+        keeps: batches are then Poisson samples of units, and the model
+        check weighs each record by its unit factor.
     """
 
-    def __init__(self, X, onehot, cells, n_cells, module, groups=None, weights=None):
+    def __init__(self, X, onehot, cells, n_cells, module, groups=None, weights=None,
+                 units=None):
         with one_torch_thread():
             X = X.clone(memory_format=torch.contiguous_format)
             module = None if module is None else copy.deepcopy(module)
@@ -645,6 +702,21 @@ class SiloWorker:
                            else torch.as_tensor(groups, device=X.device).clone())
         self.n_records = int(X.shape[0])
         self.dtype, self.device = X.dtype, X.device
+        self.units = units
+        self.unit_factors = None
+        if units is not None:
+            self.unit_factors = torch.as_tensor(units.factors, dtype=torch.float64,
+                                                device=X.device)
+        self._sampler = None
+
+    def _unit_sampler(self, sampling_rate):
+        """The sampler over this silo's units at ``sampling_rate`` (built
+        once), or None without units."""
+        if self.units is None:
+            return None
+        if self._sampler is None or self._sampler.sampling_rate != float(sampling_rate):
+            self._sampler = unit_sampler(self.units, sampling_rate, self.device)
+        return self._sampler
 
     @torch.no_grad()
     def check(self, generator, params, n_groups, std):
@@ -658,7 +730,8 @@ class SiloWorker:
             for p, value in zip(self.backend.parameters, params, strict=True):
                 p.copy_(tensor(value))
             _, logits_t = self.backend.forward(torch.arange(self.n_records, device=self.device))
-            return check_vector(logits_t, self.y_codes, self.groups, n_groups, std, generator)
+            return check_vector(logits_t, self.y_codes, self.groups, n_groups, std, generator,
+                                self.unit_factors)
 
     @torch.no_grad()
     def round(self, generator, params, W, priors, config):
@@ -690,8 +763,9 @@ class SiloWorker:
             broadcast = Broadcast(tensor(W).clone(), tensor(priors).rsqrt()).refresh()
             context = SiloContext(config, len(self.backend.parameters), self.dtype, self.device)
             size = message_size(self.backend.parameters, broadcast.W) if config.noise.private else 0
-            idx, row = silo_round_draws(generator, self.n_records,
-                                        config.sampling_rates[0], size, self.dtype)
+            rate = config.sampling_rates[0]
+            idx, row = silo_round_draws(generator, self.n_records, rate, size, self.dtype,
+                                        self._unit_sampler(rate))
             return silo_step(self.backend, idx, None, self.data, broadcast, config, context,
                              None if row is None else row[None])
 
@@ -720,10 +794,16 @@ class InProcessSilos:
     batched : bool, default=True
     priors : tensor or array of shape (M, k) or None
         The broadcast group priors; needed with ``batched=False``.
+    groups : long tensor of shape (n,) or None
+    units : list of skdp.privacy.UnitBounds or None
+        Each silo's privacy units (codes of its own records): batches are
+        Poisson samples of units (``config.silo_sizes`` count units,
+        ``config.record_sizes`` records), and the model check weighs each
+        record by its unit factor.
     """
 
     def __init__(self, backend, onehot, cells, n_cells, config, randomness, batched=True,
-                 priors=None, groups=None):
+                 priors=None, groups=None, units=None):
         self.backend = backend
         self.config = config
         self.randomness = randomness
@@ -732,10 +812,18 @@ class InProcessSilos:
         self.groups = torch.zeros_like(self.y_codes) if groups is None else groups
         self.batched = batched
         self.noise_size = None
+        self.units = units
+        self.unit_factors = [None] * config.n_silos
+        self.samplers = [None] * config.n_silos
+        if units is not None:
+            self.unit_factors = [torch.as_tensor(u.factors, dtype=torch.float64,
+                                                 device=onehot.device) for u in units]
+            self.samplers = [unit_sampler(u, q, onehot.device)
+                             for u, q in zip(units, config.sampling_rates)]
         if self.batched:
             # all silos in one tensor pass: each still draws its batch and
             # noise from its own generator; only the arithmetic is shared
-            sizes = torch.tensor(config.silo_sizes, device=onehot.device)
+            sizes = torch.tensor(config.rows_per_silo, device=onehot.device)
             self.offsets = (torch.cumsum(sizes, 0) - sizes).tolist()
             self.silo_of = None
             if config.n_silos > 1:
@@ -750,12 +838,14 @@ class InProcessSilos:
         self.priors = priors
         rows = backend._rows[:, :-1] if isinstance(backend, LinearBackend) else backend.inputs
         module = getattr(backend, "module", None)
-        bounds = np.concatenate([[0], np.cumsum(config.silo_sizes)]).tolist()
+        bounds = np.concatenate([[0], np.cumsum(config.rows_per_silo)]).tolist()
         weights = backend.record_weights
+        units = [None] * config.n_silos if units is None else units
         self.workers = [SiloWorker(rows[a:b], onehot[a:b], cells[a:b], n_cells, module,
                                    groups=self.groups[a:b],
-                                   weights=None if weights is None else weights[a:b])
-                        for a, b in zip(bounds[:-1], bounds[1:])]
+                                   weights=None if weights is None else weights[a:b],
+                                   units=silo_units)
+                        for a, b, silo_units in zip(bounds[:-1], bounds[1:], units)]
         self.configs = [_silo_config(config, j) for j in range(config.n_silos)]
 
     @torch.no_grad()
@@ -767,12 +857,13 @@ class InProcessSilos:
         if not self.batched:
             return [worker.check(gen, self.backend.parameters, n_groups, std)
                     for worker, gen, std in zip(self.workers, draws, stds)]
-        n = sum(self.config.silo_sizes)
+        n = sum(self.config.rows_per_silo)
         _, logits_t = self.backend.forward(torch.arange(n, device=self.y_codes.device))
-        bounds = np.concatenate([[0], np.cumsum(self.config.silo_sizes)]).tolist()
+        bounds = np.concatenate([[0], np.cumsum(self.config.rows_per_silo)]).tolist()
         return [check_vector(logits_t[:, a:b], self.y_codes[a:b], self.groups[a:b], n_groups,
-                             std, gen)
-                for a, b, gen, std in zip(bounds[:-1], bounds[1:], draws, stds)]
+                             std, gen, factors)
+                for a, b, gen, std, factors in zip(bounds[:-1], bounds[1:], draws, stds,
+                                                   self.unit_factors)]
 
     def __call__(self, step, broadcast):
         if not self.batched:
@@ -787,8 +878,9 @@ class InProcessSilos:
                 message_size(self.backend.parameters, broadcast.W) if config.noise.private else 0
             )
         draws = [
-            silo_round_draws(rng.at(step), n, q, self.noise_size, self.dtype)
-            for n, q, rng in zip(config.silo_sizes, config.sampling_rates, self.randomness)
+            silo_round_draws(rng.at(step), n, q, self.noise_size, self.dtype, sampler)
+            for n, q, rng, sampler in zip(config.silo_sizes, config.sampling_rates,
+                                          self.randomness, self.samplers)
         ]
         rows = None if draws[0][1] is None else torch.stack([d[1] for d in draws])
         if self.silo_of is None:
@@ -816,7 +908,8 @@ def _silo_config(config, j):
     noise = config.noise
     if noise.private:
         noise = FermiNoise(theta=(noise.theta[j],), w=(noise.w[j],), monitor=(noise.monitor[j],))
-    return replace(config, silo_sizes=(config.silo_sizes[j],),
+    records = None if config.record_sizes is None else (config.record_sizes[j],)
+    return replace(config, silo_sizes=(config.silo_sizes[j],), record_sizes=records,
                    sampling_rates=(config.sampling_rates[j],), noise=noise)
 
 

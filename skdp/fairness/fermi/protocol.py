@@ -21,9 +21,16 @@ engine) both import this module, and nothing in it imports either of them:
 How the protocol changes: :data:`PROTOCOL` names the version of the settings
 and messages. A change that alters what a silo computes or releases, or the
 meaning of a field, bumps it (a silo refuses a server that speaks another
-version); new settings fields are added with defaults that keep the old
-meaning; fields are never removed within a version. Version 2 added the
-model check (``settings["model_check"]``, the ``check`` request).
+version, and a server a silo whose ``hello`` names another); new settings
+fields are added with defaults that keep the old meaning; fields are never
+removed within a version. Version 2 added the model check
+(``settings["model_check"]``, the ``check`` request). Version 3 added
+privacy units: a silo that holds unit ids (a person's records) says so in
+its ``hello`` (``n_units`` in place of ``n_records``, and ``protocol``),
+the settings of such a run carry ``units`` and ``max_records_per_unit``,
+and the silo bounds, samples and weighs by units
+(:func:`silo_unit_bounds`); every release keeps its sensitivity, with
+units in place of records.
 """
 
 import math
@@ -32,14 +39,23 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...privacy import BatchReleases, InitialRelease, Release, ReleasePlan, SecureGenerator
+from ...privacy import (
+    BatchReleases,
+    InitialRelease,
+    Release,
+    ReleasePlan,
+    SecureGenerator,
+    UnitBounds,
+    bound_units,
+)
+from ...privacy._random import uniform_
 from ._ermi import w_gradient_clip, w_gradient_replace_sensitivity
 
 #: Privacy units a silo may accept (it chooses; see :class:`skdp.federated.SiloPolicy`).
 PRIVACY_UNITS = ("record", "sensitive_attribute")
 
 #: Version of the public settings a silo accepts (``settings["protocol"]``).
-PROTOCOL = "skdp-dp-fermi/2"
+PROTOCOL = "skdp-dp-fermi/3"
 
 #: Shares of each round's privacy (GDP ``mu^2``) per release: the model
 #: gradient, the W-gradient and the monitoring vector.
@@ -108,6 +124,20 @@ def w_noise_scale(privacy_unit, priors, w_clip):
     return max(w_gradient_replace_sensitivity(priors), w_clip)
 
 
+def unit_description(max_records_per_unit):
+    """How reports name the privacy unit of a run with unit ids (the name
+    :class:`~skdp.privacy.UnitBounds` gives it).
+
+    >>> from skdp.fairness.fermi.protocol import unit_description
+    >>> unit_description(4)
+    'unit (max_records_per_unit=4)'
+    """
+    empty = np.zeros(0)
+    return UnitBounds(codes=empty.astype(np.int64), n_units=0,
+                      max_records=int(max_records_per_unit), kept=empty.astype(bool),
+                      factors=empty).description
+
+
 def fermi_release_plan(settings, n_records=None):
     """The release plan of one DP-FERMI fit from its public settings.
 
@@ -123,13 +153,21 @@ def fermi_release_plan(settings, n_records=None):
     and its own record count (``n_records``), and calibrates its own noise
     (:func:`silo_privacy_report`).
 
+    With ``settings["units"]`` (the silos hold unit ids) the plan is the
+    same, about units: every per-record term of every release is weighted by
+    its unit factor (:func:`silo_unit_bounds`), so a whole unit moves each
+    release by at most the sensitivity of one record; rates are over units,
+    ``n_records`` is the silo's number of units, and the report names the
+    unit.
+
     Parameters
     ----------
     settings : dict
         ``privacy_unit``, ``max_grad_norm``, ``rounds``, ``sampling_rate``
         or ``batch_size`` (one of them None), ``private_priors``,
-        ``accountant``.
+        ``accountant``; ``units`` and ``max_records_per_unit`` with units.
     n_records : int or None
+        The silo's public size: records, or units with ``settings["units"]``.
 
     Returns
     -------
@@ -159,16 +197,20 @@ def fermi_release_plan(settings, n_records=None):
         initial.append(InitialRelease(
             "model_check", sensitivity=sensitivities["model_check"], budget_share=CHECK_SHARE,
         ))
+    unit = "record"
+    if settings.get("units", False):
+        unit = unit_description(settings["max_records_per_unit"])
     return ReleasePlan(
         BatchReleases(releases, steps=int(settings["rounds"]), **batch), initial=initial,
         neighboring=neighboring, accountant=settings["accountant"],
-        n_records=None if n_records is None else int(n_records),
+        n_records=None if n_records is None else int(n_records), privacy_unit=unit,
     )
 
 
 def silo_privacy_report(settings, n_records):
     """What one silo spends: its plan calibrated for its own record count
-    (a non-private report when ``settings["epsilon"]`` is None).
+    (its number of units with ``settings["units"]``; a non-private report
+    when ``settings["epsilon"]`` is None).
 
     Raises
     ------
@@ -299,6 +341,9 @@ CLASS_COUNTS_ROUND = 2**31 - 2
 #: no run has that many).
 CHECK_ROUND = 2**31 - 1
 
+#: Round index of a silo's draw of the records each privacy unit keeps.
+UNITS_ROUND = 2**31 - 3
+
 
 class SiloRandomness:
     """One silo's source of sampling and noise, round by round.
@@ -360,3 +405,47 @@ class SiloRandomness:
 def silo_randomness(seed, n_silos, device="cpu"):
     """:class:`SiloRandomness` of silos ``0 .. n_silos - 1``."""
     return [SiloRandomness(seed, j, device) for j in range(int(n_silos))]
+
+
+# ------------------------------------------------------------ privacy units
+def new_units_token(randomness):
+    """What a silo keeps (on its side) to draw the same unit subsets in every
+    request of a run: None for seeded randomness (the subsets come from the
+    stream at :data:`UNITS_ROUND`), else a secret 53-bit integer from the
+    operating system's CSPRNG, drawn once at setup."""
+    if not randomness.secure:
+        return None
+    word = uniform_(torch.empty(1, dtype=torch.float64), randomness.at(UNITS_ROUND))
+    return int(float(word[0]) * 2.0**53)
+
+
+def silo_unit_bounds(codes, n_units, max_records_per_unit, randomness, token=None):
+    """The records each privacy unit of one silo keeps, and their factors.
+
+    At most ``max_records_per_unit`` records of each unit, a random subset
+    drawn independently of the records' values, each kept record weighing
+    ``1 / min(|u|, k)`` (:func:`~skdp.privacy.bound_units`). A silo computes
+    it for its own records only (a unit never spans two silos), from its own
+    randomness: the stream at :data:`UNITS_ROUND` when seeded (so every
+    engine keeps the same records), or a torch generator seeded by the
+    secret ``token`` of :func:`new_units_token`, so that a silo answering
+    each request in a new process keeps the same subsets all run long.
+
+    Parameters
+    ----------
+    codes : array-like of int, shape (n_records,)
+        Unit of each of the silo's records, in ``0 .. n_units - 1``.
+    n_units : int
+    max_records_per_unit : int
+    randomness : SiloRandomness
+    token : int or None
+
+    Returns
+    -------
+    skdp.privacy.UnitBounds
+    """
+    if token is None:
+        generator = randomness.at(UNITS_ROUND)
+    else:
+        generator = torch.Generator(device=randomness.device).manual_seed(int(token))
+    return bound_units(codes, int(n_units), int(max_records_per_unit), generator)
