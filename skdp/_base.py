@@ -32,7 +32,6 @@ from ._calibration import calibration_counts, fit_score_map
 from ._doc_link import DocLinkMixin
 from ._groups import _is_dataframe, encode_groups, select_columns
 from ._training import training_threads
-from .exceptions import UnitPrivacyNotAvailableError
 from .models import make_backend, make_mlp
 from .privacy import (
     ACCOUNTANTS,
@@ -121,22 +120,6 @@ UNIT_CONSTRAINTS = {
     "max_records_per_unit": [Interval(Integral, 1, None, closed="left")],
     "unit_column": [str, Integral, None],
 }
-
-
-def reject_unit_ids(estimator, unit_ids):
-    """A :class:`~skdp.exceptions.UnitPrivacyNotAvailableError` when
-    ``unit_ids`` is given to an estimator that cannot bound a unit's
-    contribution yet (never ignore them silently)."""
-    if unit_ids is None:
-        return
-    raise UnitPrivacyNotAvailableError(
-        f"unit_ids were given, but unit-level privacy (epsilon about all records of "
-        f"one person or unit) is not yet available for {type(estimator).__name__}: its "
-        "guarantee is per record. Use skdp.DPSGDClassifier, DPSGDRegressor, "
-        "DPRateConstrainedClassifier, DPDROClassifier or DPDRORegressor with "
-        "unit_ids, or bound each unit's records yourself and account for group privacy "
-        "(see the documentation page 'Records or persons?')."
-    )
 
 
 def unit_codes(unit_ids, n_samples):
@@ -552,16 +535,8 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         fit.units = bound_units(codes, fit.n_units, int(self.max_records_per_unit), generator)
 
     def _validated_unit_ids(self, unit_ids, n_samples):
-        """``(codes, n_units)`` of ``unit_ids`` (one hashable id per row, no
-        missing value), or ``(None, None)`` for None."""
-        if unit_ids is None:
-            return None, None
-        if hasattr(unit_ids, "ndim") and unit_ids.ndim > 1 and unit_ids.shape[1:] != (1,):
-            raise ValueError(
-                f"unit_ids must be one id per row of X (1-D); got shape {unit_ids.shape}.")
-        values = np.asarray(unit_ids).reshape(-1) if hasattr(unit_ids, "ndim") else unit_ids
-        codes, units = encode_groups(values, n_samples, name="unit_ids")
-        return codes, len(units)
+        """``(codes, n_units)`` of ``unit_ids`` (:func:`unit_codes`)."""
+        return unit_codes(unit_ids, n_samples)
 
     def _plan(self, X, fit, generator):
         """The fit's :class:`~skdp.privacy.ReleasePlan` (hook)."""

@@ -32,7 +32,14 @@ from skdp.fairness.raco._trainer import RateConstrainedHead, batch_histogram
 from skdp.model_selection import PrivateGridSearchCV
 from skdp.models import CrossEntropyHead, make_backend
 from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
-from skdp.privacy import UnitSampler, bound_units, compute_epsilon, make_sampler, weigh
+from skdp.privacy import (
+    UnitSampler,
+    bound_units,
+    compute_epsilon,
+    make_sampler,
+    spent,
+    weigh,
+)
 from skdp.privacy._clipping import clip_factors
 from skdp.robust._divergences import make_divergence
 from skdp.robust._losses import CrossEntropyLoss
@@ -245,11 +252,13 @@ def test_routing_on_pipeline_and_search():
         reg = Pipeline([("scale", StandardScaler()), ("reg", DPSGDRegressor(**FAST))])
         reg.fit(X, X[:, 0], unit_ids=units)
         assert reg[-1].n_units_ == 60
-        # a private preprocessing step cannot bound units: it says so
+        # a private preprocessing step bounds the same units: one unit for
+        # the whole pipeline
         pipe = Pipeline([("scale", DPStandardScaler(bounds=(-5, 5))),
                          ("clf", DPSGDClassifier(**FAST))])
-        with pytest.raises(UnitPrivacyNotAvailableError, match="DPStandardScaler"):
-            pipe.fit(X, y, unit_ids=units)
+        pipe.fit(X, y, unit_ids=units)
+        assert pipe[0].n_units_ == pipe[1].n_units_ == 60
+        assert spent(pipe).privacy_unit.startswith("unit")
 
 
 @pytest.mark.parametrize("column", ["person", 1])
@@ -480,26 +489,36 @@ def test_clear_errors():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: (DPFERMIClassifier(), "clf"),
-    lambda: (DPBilevelLogisticRegression(), "clf"),
-    lambda: (DPBilevelRidge(), "reg"),
-    lambda: (DPStandardScaler(), "X"),
-    lambda: (DPMinMaxScaler(), "X"),
-    lambda: (DPOneHotEncoder(), "X"),
+    lambda: (DPFERMIClassifier(**FAST), "clf"),
+    lambda: (DPBilevelLogisticRegression(random_state=0), "clf"),
+    lambda: (DPBilevelRidge(random_state=0), "reg"),
+    lambda: (DPStandardScaler(random_state=0), "X"),
+    lambda: (DPMinMaxScaler(random_state=0), "X"),
+    lambda: (DPOneHotEncoder(random_state=0), "X"),
 ], ids=lambda make: type(make()[0]).__name__)
-def test_unsupported_estimators_raise(make):
+def test_every_other_estimator_takes_unit_ids(make):
+    """The estimators and steps with their own test files for units
+    (tests/test_units_*.py) account for units through the same report."""
     X, y, units = _data()
     est, kind = make()
-    with pytest.raises(UnitPrivacyNotAvailableError, match="not yet available"):
-        if kind == "X":
-            est.fit(X, unit_ids=units)
-        else:
-            est.fit(X, y if kind == "clf" else X[:, 0], unit_ids=units)
-    assert issubclass(UnitPrivacyNotAvailableError, ValueError)
+    if kind == "X":
+        est.fit(np.round(X) if isinstance(est, DPOneHotEncoder) else X, unit_ids=units)
+    else:
+        kwargs = {"sensitive_features": (X[:, 1] > 0).astype(int)} \
+            if isinstance(est, DPFERMIClassifier) else {}
+        est.fit(X, y if kind == "clf" else X[:, 0], unit_ids=units, **kwargs)
+    assert est.n_units_ == 60
+    assert est.privacy_report_.privacy_unit.startswith("unit")
+    # (the encoder's delta_ adds its stability threshold's to the report's)
+    delta = est.privacy_report_.delta
+    assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, delta, "pld"), rel=1e-6)
 
 
-def test_private_search_rejects_unit_ids():
+def test_private_search_takes_unit_ids():
     X, y, units = _data()
-    search = PrivateGridSearchCV(DPSGDClassifier(**FAST), {"max_records_per_unit": [1, 4]})
-    with pytest.raises(UnitPrivacyNotAvailableError):
-        search.fit(X, y, unit_ids=units)
+    search = PrivateGridSearchCV(DPSGDClassifier(**FAST), {"max_records_per_unit": [1, 4]},
+                                 random_state=0)
+    search.fit(X, y, unit_ids=units)
+    assert search.n_units_ == 60 and search.best_estimator_.n_units_ == 60
+    assert search.privacy_report_.privacy_unit.startswith("unit")
+    assert issubclass(UnitPrivacyNotAvailableError, ValueError)

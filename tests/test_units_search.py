@@ -16,7 +16,6 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer
 
 from skdp import DPRateConstrainedClassifier, DPSGDClassifier, DPSGDRegressor
-from skdp._base import reject_unit_ids
 from skdp.exceptions import UnitPrivacyNotAvailableError
 from skdp.metrics import get_fairness_scorer
 from skdp.model_selection import (
@@ -320,7 +319,9 @@ class _PerRecordClassifier(DPSGDClassifier):
     __skdp_private__ = True
 
     def fit(self, X, y, *, unit_ids=None, **params):
-        reject_unit_ids(self, unit_ids)
+        if unit_ids is not None:
+            raise UnitPrivacyNotAvailableError(
+                f"{type(self).__name__}'s guarantee is per record")
         return super().fit(X, y, **params)
 
 

@@ -93,8 +93,9 @@ from sklearn.utils.validation import (
 )
 
 from .._base import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
+from .._base import unit_codes as validated_unit_codes
 from .._doc_link import DocLinkMixin
-from .._groups import encode_groups, select_columns
+from .._groups import select_columns
 from ..exceptions import UnitPrivacyNotAvailableError
 from ..privacy import (
     PrivacyBudgetError,
@@ -276,19 +277,6 @@ def _events(fitted):
                 "Use private steps (skdp.preprocessing) or stateless transformers."
             )
     return _compose(events), selection_delta
-
-
-def _unit_codes(unit_ids, n_samples):
-    """``(codes, n_units)`` of ``unit_ids`` (one hashable id per row, no
-    missing value). The search's own copy of the estimators' check
-    (``BaseDPEstimator._validated_unit_ids``), so that it names the same
-    argument."""
-    if hasattr(unit_ids, "ndim") and unit_ids.ndim > 1 and unit_ids.shape[1:] != (1,):
-        raise ValueError(
-            f"unit_ids must be one id per row of X (1-D); got shape {unit_ids.shape}.")
-    values = np.asarray(unit_ids).reshape(-1) if hasattr(unit_ids, "ndim") else unit_ids
-    codes, units = encode_groups(values, n_samples, name="unit_ids")
-    return codes, len(units)
 
 
 def _check_unit_level(fitted, n_units):
@@ -753,7 +741,7 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         fit_params, routed_groups = self._route(X, params, metrics)
         fit_params = _check_method_params(X, fit_params)
         unit_ids = self._unit_ids(X, params)
-        unit_codes, n_units = (None, None) if unit_ids is None else _unit_codes(unit_ids, n)
+        unit_codes, n_units = (None, None) if unit_ids is None else validated_unit_codes(unit_ids, n)
         groups, group_labels = group_codes(metrics, X, routed_groups, n)
         y_values = classes = y_codes = None
         if regression:
