@@ -467,6 +467,8 @@ _PARAMS_DOC = """
         Budget of the whole fit (every inner solve; the training *and*
         validation parts are protected). ``None`` tunes non-privately with
         exact inner solves, for reference.
+        About adding or removing one record, or with ``fit(unit_ids=...)`` one
+        unit with all its records (see :ref:`units`).
     delta : float, default=1e-5
     validation_fraction : float in (0, 1), default=0.2
         Probability that a record is in the validation part: each record

@@ -1138,6 +1138,8 @@ _DOC_PARAMS = """
         noisy sums of clipped errors.
     epsilon : float, default=1.0
         Budget of the whole search: candidate fits, selection and refit.
+        About adding or removing one record, or with ``fit(unit_ids=...)`` one
+        unit with all its records (see :ref:`units`).
     delta : float, default=1e-5
         Total delta of the search. Steps that choose their categories
         without candidates (``DPOneHotEncoder(categories="private")``)

@@ -182,6 +182,8 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     epsilon : float or None, default=1.0
         Budget of the private selection. None counts exactly, for reference
         (``epsilon_`` is then inf).
+        About adding or removing one record, or with ``fit(unit_ids=...)`` one
+        unit with all its records (see :ref:`units`).
     delta : float, default=1e-5
     dtype : number type, default=np.float64
         Type of the output.

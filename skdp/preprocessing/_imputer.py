@@ -224,6 +224,8 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     epsilon : float or None, default=1.0
         Privacy budget of ``fit`` (unused by ``"constant"``). None computes
         the exact statistics, for reference (``epsilon_`` is then inf).
+        About adding or removing one record, or with ``fit(unit_ids=...)`` one
+        unit with all its records (see :ref:`units`).
     delta : float, default=1e-5
     random_state : int, RandomState instance or None, default=None
         Seeds the noise for reproducible experiments. None draws the noise

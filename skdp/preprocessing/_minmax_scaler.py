@@ -49,6 +49,8 @@ class DPMinMaxScaler(BaseDPScaler):
     epsilon : float or None, default=1.0
         Budget of the range estimation (``data_range`` only). None reads the
         exact histogram, for reference.
+        About adding or removing one record, or with ``fit(unit_ids=...)`` one
+        unit with all its records (see :ref:`units`).
     delta : float, default=1e-5
     bounds : (lower, upper), dict or None, default=None
         Public per-feature range: scalars or arrays of shape (n_features,),

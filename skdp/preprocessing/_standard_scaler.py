@@ -93,6 +93,8 @@ class DPStandardScaler(BaseDPScaler):
     epsilon : float or None, default=1.0
         Privacy budget of ``fit``. None computes the exact (clipped) moments,
         for reference (``epsilon_`` is then inf).
+        About adding or removing one record, or with ``fit(unit_ids=...)`` one
+        unit with all its records (see :ref:`units`).
     delta : float, default=1e-5
     bounds : (lower, upper), dict or None, default=None
         Public per-feature range, fixed without looking at the data (a data
