@@ -81,8 +81,8 @@ class DPFERMIClassifier(BaseDPClassifier):
     epsilon : float or None, default=1.0
         Privacy budget of each silo. ``None`` trains without noise (clipping
         still applies), for reference.
-        About adding or removing one record, or with ``fit(unit_ids=...)`` one
-        unit with all its records (see :ref:`units`).
+        About one record (as ``privacy_unit`` defines the change), or with
+        ``fit(unit_ids=...)`` one unit with all its records (see :ref:`units`).
     delta : float, default=1e-5
         Keep it well below ``1 / n_j`` of the smallest silo.
     privacy_unit : {"record", "sensitive_attribute"}, default="record"
