@@ -1218,10 +1218,16 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         self._judge_model(values[-1] * bound, std)
 
     def _judge_model(self, loss_sum, std):
-        """Fitted summaries and warnings from the noisy check (post-processing)."""
+        """Fitted summaries and warnings from the noisy check (post-processing).
+
+        The verdicts need a total count well above its own noise (four
+        standard deviations of the noisy total): with fewer records (or
+        units) the shares and the mean log-loss are noise, and the warning
+        says that the check cannot judge the model instead of a verdict."""
         counts = self.prediction_counts_  # noisy, may be negative
         n_groups, n_classes, _ = counts.shape
         n = max(float(counts.sum()), 1.0)
+        total_std = 0.0 if std is None else std * math.sqrt(counts.size)
         predicted = counts.sum((0, 1))
         true = counts.sum((0, 2))
         self.prediction_shares_ = np.clip(predicted, 0.0, None) / max(
@@ -1237,6 +1243,16 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
             n_groups * n_classes * (n_classes - 1))
         label = self.classes_[top]
         label = label.item() if isinstance(label, np.generic) else label
+        if n < _CHECK_MIN_SIGNAL * total_std:
+            warnings.warn(
+                f"{type(self).__name__}: the private check of the returned model cannot "
+                "judge it: there are too few records (or units) for the noise of its "
+                f"counts at this budget (noisy total {n:.0f}, noise {total_std:.0f}), so "
+                "the model may be little better than noise too. Give more data or raise "
+                "epsilon.",
+                UserWarning,
+            )
+            return
         if others + others_std < _CONSTANT_MINORITY * n:
             warnings.warn(
                 f"{type(self).__name__} predicts class {label!r} for about "
@@ -1267,6 +1283,11 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         # generic checks use.
         tags.classifier_tags.poor_score = True
         return tags
+
+
+#: The model check warns only when its noisy total count is at least this
+#: many of its standard deviations (:meth:`BaseDPClassifier._judge_model`).
+_CHECK_MIN_SIGNAL = 4.0
 
 
 def _unit_factors(fit):

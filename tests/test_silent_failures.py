@@ -142,3 +142,24 @@ def test_a_dropped_sensitive_column_is_named_as_gone():
     renamed = frame.drop(columns=["group"])
     with pytest.raises(ValueError, match="they are gone"):
         DPRateConstrainedClassifier(sensitive_columns="group").fit(renamed, y)
+
+
+def test_a_check_drowned_in_noise_says_so_instead_of_a_verdict():
+    """60 units: the noisy total of the check is about its own noise, so its
+    shares and mean log-loss are noise; the warning says the check cannot
+    judge the model rather than give a verdict from noise (before, seeds 0
+    and 4 said 'worse than a constant' against a constant log-loss of 0)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=600) > 0).astype(int)
+    units = rng.integers(0, 60, 600)
+    for seed in (0, 4):
+        with pytest.warns(UserWarning, match="cannot judge") as caught:
+            DPSGDClassifier(max_steps=30, random_state=seed).fit(X, y, unit_ids=units)
+        assert not any("worse than a constant" in str(w.message) for w in caught)
+    # enough records for the check: a verdict, not this warning
+    X = rng.normal(size=(5000, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPSGDClassifier(random_state=0).fit(X, y)
