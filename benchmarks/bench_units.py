@@ -41,7 +41,13 @@ from _common import print_table
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, log_loss
 
-from skdp import DPDROClassifier, DPRateConstrainedClassifier, DPSGDClassifier
+from skdp import (
+    DPBilevelLogisticRegression,
+    DPDROClassifier,
+    DPFERMIClassifier,
+    DPRateConstrainedClassifier,
+    DPSGDClassifier,
+)
 from skdp._base import MAX_RECORDS_PER_UNIT
 from skdp.metrics import demographic_parity_difference, worst_group_accuracy
 from skdp.privacy import compute_epsilon
@@ -105,6 +111,10 @@ OTHERS = {
                                         y, p, sensitive_features=g)),
     "DPDROClassifier": (DPDROClassifier, None, "worst-group acc",
                         lambda y, p, g: worst_group_accuracy(y, p, sensitive_features=g)),
+    "DPFERMIClassifier": (DPFERMIClassifier, "sensitive_features", "DP gap",
+                          lambda y, p, g: demographic_parity_difference(
+                              y, p, sensitive_features=g)),
+    "DPBilevelLogisticRegression": (DPBilevelLogisticRegression, None, "-", None),
 }
 
 
@@ -124,10 +134,12 @@ def others(args, train, test):
                     model = Estimator(epsilon=eps, delta=DELTA, random_state=seed).fit(
                         Xtr, ytr, **fit_params)
                     accuracy, loss = scores(model, Xte, yte)
-                    results.append((accuracy, loss, metric_fn(yte, model.predict(Xte), gte)))
+                    value = np.nan if metric_fn is None else metric_fn(
+                        yte, model.predict(Xte), gte)
+                    results.append((accuracy, loss, value))
                 med = [statistics.median(r[i] for r in results) for i in range(3)]
                 rows.append([name, eps, unit, f"{med[0]:.3f}", f"{med[1]:.4f}",
-                             f"{metric} {med[2]:.3f}"])
+                             "-" if metric_fn is None else f"{metric} {med[2]:.3f}"])
     print_table(f"Other estimators at their defaults (max_records_per_unit="
                 f"{MAX_RECORDS_PER_UNIT}), test on held-out persons, median over seeds",
                 ["estimator", "epsilon", "unit", "accuracy", "log-loss", "metric"], rows)
