@@ -749,8 +749,9 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
             of its records (drawn at random once per fit), each weighted
             ``1 / min(|u|, max_records_per_unit)`` in every inner problem and
             release, every problem is a mean over units, and the DP-SGD
-            solves sample units. The target-scale histogram is weighted the same way. Requested by default with metadata routing
-            on; with routing off, ``unit_column`` can name a column of ``X``
+            solves sample units. The target-scale histogram is weighted the
+            same way. Requested by default with metadata routing on; with
+            routing off, ``unit_column`` can name a column of ``X``
             that holds them. See :ref:`units`.
 
         Returns
