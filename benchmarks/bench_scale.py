@@ -38,9 +38,12 @@ Usage::
 
     python benchmarks/bench_scale.py [--rows 10000000] [--cache /tmp/skdp_scale]
         [--estimators dpsgd,fermi1,...] [--batch-256] [--memmap] [--max-epochs E]
+        [--device cuda]
 
 (``--estimators`` names: dpsgd, dpsgd_reg, raco, fermi1, fermi3, dro,
-sklearn; default all.)
+sklearn; default all. ``--device`` is passed to every skdp estimator as
+``device=``; scikit-learn stays on the CPU, so on a GPU the ratio compares
+a GPU epoch with a CPU one.)
 """
 
 import argparse
@@ -141,7 +144,7 @@ class AnonSampler(threading.Thread):
 
 
 # ------------------------------------------------------------------ worker
-def make_estimator(name, batch_256, max_epochs):
+def make_estimator(name, batch_256, max_epochs, device="cpu"):
     from skdp import (
         DPDROClassifier,
         DPFERMIClassifier,
@@ -149,7 +152,9 @@ def make_estimator(name, batch_256, max_epochs):
         DPSGDClassifier,
         DPSGDRegressor,
     )
-    extra = {} if max_epochs is None else {"max_epochs": max_epochs}
+    extra = {"device": device}
+    if max_epochs is not None:
+        extra["max_epochs"] = max_epochs
     if name == "dpsgd":
         if batch_256:
             extra["batch_size"] = 256
@@ -169,7 +174,7 @@ def worker(args):
     """One fit in this (fresh) process; prints one JSON line."""
     import warnings
 
-    import torch  # noqa: F401  (imported before the baseline)
+    import torch  # imported before the baseline
     from sklearn.linear_model import SGDClassifier
 
     import skdp  # noqa: F401
@@ -198,7 +203,7 @@ def worker(args):
         out["steps"] = args.rows  # one record per sklearn step
         out["epochs"] = 1
     else:
-        est = make_estimator(name, args.batch_256, args.max_epochs)
+        est = make_estimator(name, args.batch_256, args.max_epochs, args.device)
         kw = {}
         target = t if name == "dpsgd_reg" else y
         if name in ("raco", "fermi1", "fermi3"):
@@ -216,6 +221,8 @@ def worker(args):
             batch = float(np.sum(est.batch_sizes_))  # FERMI: one per silo, summed
         out["batch"] = None if batch is None else round(batch)
     sampler.stop()
+    if args.device.startswith("cuda") and name != "sklearn":
+        out["gpu_peak"] = torch.cuda.max_memory_allocated()
     st = proc_status()
     out["peak_rss"] = st["VmHWM"]
     out["peak_anon"] = sampler.peak_anon
@@ -232,6 +239,8 @@ def run_one(name, args, memmap=False, batch_256=False):
         cmd.append("--batch-256")
     if args.max_epochs is not None:
         cmd += ["--max-epochs", str(args.max_epochs)]
+    if name != "sklearn":
+        cmd += ["--device", args.device]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
@@ -270,6 +279,8 @@ def main():
     parser.add_argument("--memmap", action="store_true",
                         help="also fit each estimator on the numpy.memmap")
     parser.add_argument("--max-epochs", type=int, default=None)
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of the skdp estimators (sklearn stays on the CPU)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -298,13 +309,15 @@ def main():
         r = run_one(name, args, memmap=memmap, batch_256=b256)
         if r is not None:
             results.append(r)
-            print(f"  {r['label']}: fit {r['fit_s']:.1f}s, peak RSS {r['peak_rss'] / GB:.2f} GB",
-                  flush=True)
+            gpu = f", GPU peak {r['gpu_peak'] / GB:.2f} GB" if "gpu_peak" in r else ""
+            print(f"  {r['label']}: fit {r['fit_s']:.1f}s, peak RSS {r['peak_rss'] / GB:.2f} GB"
+                  f"{gpu}", flush=True)
     peer = next((r for r in results if r["name"] == "sklearn"), None)
     peer_epoch = peer["train_s"] if peer else None
     header = ["estimator", "fit s", "steps", "batch", "s/epoch", "steps/s", "x sk epoch",
               "peak RSS GB", "peak anon GB", "extra GB", "peak/data", "budget GB", "ok"]
-    print_table(f"Scale: {args.rows:,} x {N_FEATURES} float32, epsilon=1, fresh process per fit",
+    print_table(f"Scale: {args.rows:,} x {N_FEATURES} float32, epsilon=1, fresh process per fit, "
+                f"skdp on {args.device}",
                 header, [row(r, peer_epoch) for r in results])
     if peer:
         print(f"\nsklearn SGDClassifier(max_iter=1, tol=None) fits a float64 copy of X "

@@ -6,6 +6,7 @@ tensors, calls one trainer and stores numpy state plus the privacy report.
 """
 
 import math
+import mmap
 import os
 import time
 import warnings
@@ -41,6 +42,7 @@ from .privacy import (
     balanced_class_weights,
     bound_units,
     compose_reports,
+    current_communicator,
     gaussian_noise,
     record_weight_factors,
 )
@@ -136,10 +138,53 @@ def unit_codes(unit_ids, n_samples):
     return codes, len(units)
 
 
+def release_counts(counts, std, generator, device=None):
+    """A one-off release of ``counts`` (a float64 ndarray): the counts plus
+    N(0, std^2) noise drawn from ``generator`` on ``device``, or exact when
+    ``std`` is None.
+
+    In a data-parallel fit (:func:`~skdp.privacy.current_communicator`)
+    ``counts`` are this rank's: they are summed over the ranks, the root
+    draws the noise once, and every rank gets the same noisy counts.
+    """
+    noise = None
+    if std is not None:
+        def noise():
+            zeros = torch.zeros(counts.size, dtype=torch.float64, device=device)
+            return gaussian_noise(zeros, std, generator).cpu().numpy().reshape(counts.shape)
+    return current_communicator().release(counts, noise)
+
+
 #: Rows per forward pass of a torch module at prediction time.
 _PREDICT_BLOCK = 4096
 #: Rows per block of a linear model's float64 scores of a float32 ``X``.
 _SCORE_BLOCK = 65536
+
+
+def _is_file_backed(array):
+    """Whether ``array``'s memory is a file mapped into memory (a
+    ``numpy.memmap``, or a view of one)."""
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+def _shared_tensor(array):
+    """``torch.from_numpy(array)`` (no copy) for a numeric array, also a
+    read-only one: torch's warning that writing to it would be undefined
+    is moot, since training never writes to its rows."""
+    if array.dtype.kind not in "fiub":
+        return torch.as_tensor(array)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
+def _row_blocks(n_rows):
+    """Slices of at most :data:`_SCORE_BLOCK` rows that cover ``n_rows``."""
+    return [slice(start, start + _SCORE_BLOCK) for start in range(0, max(n_rows, 1), _SCORE_BLOCK)]
 
 
 def _linear_scores(X, coef, intercept):
@@ -431,9 +476,16 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         return module
 
     def _to_tensor(self, array, device, dtype=torch.float32):
+        """``array`` as a tensor of ``dtype`` on ``device``, sharing its
+        memory where it can.
+
+        A C-contiguous array of ``dtype`` on the CPU -- a ``numpy.memmap``
+        too, read-only or not -- is viewed, not copied (training only reads
+        the rows); anything else is converted. Remembers whether the rows
+        are read from a file (:attr:`_rows_on_disk`), so that the backend
+        gathers batches ahead (:meth:`_make_backend`).
+        """
         array = np.ascontiguousarray(array)
-        if not array.flags.writeable:
-            array = array.copy()
         limit = torch.finfo(dtype).max
         wider = not np.issubdtype(array.dtype, np.floating) or float(np.finfo(array.dtype).max) > limit
         if array.size and wider and (array.max() > limit or array.min() < -limit):
@@ -442,12 +494,21 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
                 "which training cannot clip; rescale or clip the features first (e.g. with "
                 "a scaler or public bounds)."
             )
-        return torch.as_tensor(array, dtype=dtype, device=device)
+        self._rows_on_disk = _is_file_backed(array)
+        return _shared_tensor(array).to(device=device, dtype=dtype)
+
+    #: Batches gathered ahead on background threads when the training rows
+    #: are read from a file (a ``numpy.memmap``): two keep the disk busy
+    #: while a step computes.
+    _prefetch_from_disk = 2
 
     def _make_backend(self, X_t, n_outputs, seed):
         module = self._build_module(X_t.shape[1], n_outputs, seed)
         self._is_linear = module is None
-        return make_backend(X_t, n_outputs, module)
+        backend = make_backend(X_t, n_outputs, module)
+        if getattr(self, "_rows_on_disk", False) and X_t.device.type == "cpu":
+            backend.prefetch = self._prefetch_from_disk
+        return backend
 
     def _training_threads(self, device):
         """The thread policy of :func:`skdp._training.training_threads` for
@@ -497,6 +558,7 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         self
         """
         generator, seed, device = self._make_generator()
+        seed = current_communicator().share(seed)  # data-parallel: the root's model
         self._bound_units(fit, generator)
         plan = self._with_class_counts(self._plan(X, fit, generator))
         after = tuple(release for release in (self._score_calibration_release(),
@@ -958,7 +1020,11 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         check_classification_targets(y)
         encoder = LabelEncoder()
         y_codes = encoder.fit_transform(y)
-        self.classes_ = encoder.classes_
+        # in a data-parallel fit, the classes of all ranks (a shard may lack some)
+        comm = current_communicator()
+        self.classes_ = comm.union(encoder.classes_)
+        if len(self.classes_) != len(encoder.classes_):
+            y_codes = np.searchsorted(self.classes_, encoder.classes_)[y_codes]
         if len(self.classes_) < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in y; got 1 class "
@@ -970,6 +1036,9 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
             return X, y_codes, None
         if self.sensitive_groups is None:
             group_codes, self.groups_ = encode_groups(sensitive_features, n)
+            groups = comm.union(self.groups_)
+            if len(groups) != len(self.groups_):
+                group_codes, self.groups_ = encode_groups(sensitive_features, n, groups=groups)
             return X, y_codes, group_codes
         group_codes, domain = encode_groups(sensitive_features, n, groups=self.sensitive_groups)
         if (group_codes < 0).any():
@@ -1031,11 +1100,9 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         if _is_balanced(class_weight):
             counts = np.bincount(fit.y_codes, weights=_unit_factors(fit),
                                  minlength=n_classes).astype(np.float64)
-            if report.private and "class_counts" in report.noise:
-                noise = gaussian_noise(torch.zeros(n_classes, dtype=torch.float64),
-                                       report.scale("class_counts"), generator)
-                counts = counts + noise.cpu().numpy()
-            weights = balanced_class_weights(counts)
+            std = (report.scale("class_counts")
+                   if report.private and "class_counts" in report.noise else None)
+            weights = balanced_class_weights(release_counts(counts, std, generator))
         else:
             weights = self._class_weight_dict(class_weight)
         factors = weights / weights.max()
@@ -1147,10 +1214,11 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         weights = getattr(fit, "record_weights", None)
         if weights is not None:  # calibrate the weighted problem the model was trained on
             weights = weights.detach().cpu().numpy()
-        counts = calibration_counts(scores, fit.y_codes, weights)
+        counts = sum(calibration_counts(scores[rows], fit.y_codes[rows],
+                                        None if weights is None else weights[rows])
+                     for rows in _row_blocks(len(scores)))
         std = report.scale("score_calibration")
-        noise = gaussian_noise(torch.zeros(counts.size, dtype=torch.float64), std, generator)
-        counts = counts + noise.cpu().numpy().reshape(counts.shape)
+        counts = release_counts(counts, std, generator)
         scale, shift = fit_score_map(counts, std,
                                      temperature_only=self._score_calibration == "temperature")
         if self.module_state_ is None:
@@ -1189,33 +1257,47 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         n_classes = len(self.classes_)
         group_codes = getattr(fit, "group_codes", None)
         n_groups = 1 if self.groups_ is None or group_codes is None else len(self.groups_)
-        groups = np.zeros(len(y_codes), np.int64) if n_groups == 1 else group_codes
         with np.errstate(invalid="ignore", over="ignore"):
-            proba = self._proba_from_scores(self._decision(X))
-        # an extreme record's overflowing scores must not reach the release
-        proba = np.where(np.isfinite(proba), proba, 1.0 / n_classes)
-        predicted = proba.argmax(1)
-        cells = (groups * n_classes + y_codes) * n_classes + predicted
+            scores = self._decision(X)
         # with units, a record adds its unit factor: a unit adds at most 1
         unit_factors = _unit_factors(fit)
-        counts = np.bincount(cells, weights=unit_factors,
-                             minlength=n_groups * n_classes * n_classes)
-        p_true = proba[np.arange(len(y_codes)), y_codes]
-        bound = _CHECK_LOSS_BOUND
-        with np.errstate(divide="ignore", invalid="ignore"):
-            losses = np.minimum(-np.log(np.maximum(p_true, 0.0)), bound) / bound
-        losses = np.nan_to_num(losses, nan=1.0, posinf=1.0)
-        if unit_factors is not None:
-            losses = losses * unit_factors
-        values = np.concatenate([counts.astype(np.float64), [losses.sum()]])
+        counts = np.zeros(n_groups * n_classes * n_classes)
+        losses = np.empty(len(y_codes))
+        # a block of rows at a time: the per-record temporaries cost one
+        # block of memory, not several copies of the scores
+        for rows in _row_blocks(len(y_codes)):
+            weights = None if unit_factors is None else unit_factors[rows]
+            groups = 0 if n_groups == 1 else group_codes[rows]
+            counts += self._check_counts(scores[rows], y_codes[rows], groups, weights,
+                                         losses[rows], len(counts))
+        values = np.concatenate([counts, [losses.sum()]])
         std = None
         if report.private and "model_check" in report.noise:
             std = report.scale("model_check")
-            noise = gaussian_noise(torch.zeros(len(values), dtype=torch.float64), std, generator)
-            values = values + noise.cpu().numpy()
+        values = release_counts(values, std, generator)
         self.prediction_counts_ = values[:-1].reshape(n_groups, n_classes, n_classes)
         self.check_noise_std_ = std
-        self._judge_model(values[-1] * bound, std)
+        self._judge_model(values[-1] * _CHECK_LOSS_BOUND, std)
+
+    def _check_counts(self, scores, y_codes, groups, weights, losses, n_cells):
+        """The ``n_cells`` counts of (group, true class, predicted class) of
+        rows with ``scores`` (weighted by ``weights`` when not None), and their
+        clipped log-losses over :data:`_CHECK_LOSS_BOUND` (times
+        ``weights``) written into ``losses``."""
+        n_classes = len(self.classes_)
+        with np.errstate(invalid="ignore", over="ignore"):
+            proba = self._proba_from_scores(scores)
+        # an extreme record's overflowing scores must not reach the release
+        proba = np.where(np.isfinite(proba), proba, 1.0 / n_classes)
+        cells = (groups * n_classes + y_codes) * n_classes + proba.argmax(1)
+        p_true = proba[np.arange(len(y_codes)), y_codes]
+        bound = _CHECK_LOSS_BOUND
+        with np.errstate(divide="ignore", invalid="ignore"):
+            losses[:] = np.minimum(-np.log(np.maximum(p_true, 0.0)), bound) / bound
+        np.nan_to_num(losses, copy=False, nan=1.0, posinf=1.0)
+        if weights is not None:
+            losses *= weights
+        return np.bincount(cells, weights=weights, minlength=n_cells)
 
     def _judge_model(self, loss_sum, std):
         """Fitted summaries and warnings from the noisy check (post-processing).
@@ -1429,13 +1511,11 @@ class BaseDPRegressor(RegressorMixin, BaseDPEstimator):
             self.y_scale_ = (high - low) / 2.0
             return (np.clip(y, low, high) - self.y_offset_) / self.y_scale_
         counts = _target_histogram(y, weights)
-        threshold = 0.0
+        threshold, std = 0.0, None
         if report is not None and report.private and "target_scale" in report.noise:
             std = report.scale("target_scale")
-            noise = gaussian_noise(torch.zeros(len(counts), dtype=torch.float64, device=device),
-                                   std, generator)
-            counts = counts + noise.cpu().numpy()
             threshold = 4.0 * std
+        counts = release_counts(counts, std, generator, device)
         above = np.flatnonzero(counts > threshold)
         if above.size:
             exponent = _SCALE_EXPONENTS[above[-1]]

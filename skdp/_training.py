@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from .models import CrossEntropyHead, LinearBackend
-from .privacy import NoiseStream, make_sampler
+from .privacy import NoiseStream, current_communicator, make_sampler
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -105,7 +105,8 @@ def make_optimizer(name, params, learning_rate, momentum=0.0):
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}.")
 
 
-def noisy_update(optimizer, grad_sums, noise_std, expected_batch, noise, penalty=None):
+def noisy_update(optimizer, grad_sums, noise_std, expected_batch, noise, penalty=None,
+                 comm=None):
     """Add N(0, noise_std^2) to clipped sums, average by the expected batch, step.
 
     ``noise`` is a :class:`~skdp.privacy.NoiseStream` of standard normal
@@ -115,14 +116,20 @@ def noisy_update(optimizer, grad_sums, noise_std, expected_batch, noise, penalty
     :class:`L2Penalty` or None) adds the gradient of a data-independent
     penalty *after* the noise: it depends on the parameters only, so it is
     post-processing and is neither clipped nor noised. ``grad_sums`` are
-    consumed (modified in place).
+    consumed (modified in place). ``comm`` (a communicator, see
+    :func:`~skdp.privacy.current_communicator`, or None for this process
+    alone): in a data-parallel fit ``grad_sums`` are this rank's sums, the
+    root adds the noise and the sums are added up over the ranks, so every
+    rank takes the same step.
     """
-    if noise_std > 0:
+    if noise_std > 0 and (comm is None or comm.is_root):
         row, offset = noise.next(), 0
         for total in grad_sums:
             size = total.numel()
             total.add_(row[offset : offset + size].view(total.shape), alpha=noise_std)
             offset += size
+    if comm is not None:
+        comm.sum_(grad_sums)
     if penalty is not None:
         penalty.add_gradient(grad_sums, expected_batch)
     optimizer.apply(grad_sums, 1.0 / expected_batch)
@@ -331,9 +338,12 @@ def train_dpsgd(backend, onehot, config, generator, units=None):
         ``"batch_size"``: realised batch sizes (likewise non-private).
     """
     n_steps, verbose = config.n_steps, config.verbose
-    n = onehot.shape[0]
-    onehot_t = onehot.T.contiguous()
+    # in a data-parallel fit, onehot holds this rank's rows: the root samples
+    # all rows and each rank gets the batch indices of its own
+    comm = current_communicator()
+    n = comm.total(onehot.shape[0])
     sampler, expected_batch = make_sampler(n, config.sampling_rate, generator, units)
+    sampler = comm.shard(sampler)
     clip = config.max_grad_norm
     private = config.noise_multiplier is not None
     noise_std = config.noise_multiplier * clip if private else 0.0
@@ -346,11 +356,11 @@ def train_dpsgd(backend, onehot, config, generator, units=None):
     sizes = torch.zeros(n_steps, dtype=torch.long, device=onehot.device)
     report_every = max(1, n_steps // 10)
     start = time.perf_counter()
-    for step, idx in enumerate(sampler.batches(n_steps)):
+    for step, idx in enumerate(backend.feed(sampler.batches(n_steps))):
         batch, logits = backend.forward(idx)
-        targets = (onehot_t.index_select(1, idx),)
+        targets = (onehot.index_select(0, idx).T,)
         sums, sq_norms = backend.clipped_grad_sum(idx, batch, logits, head, targets, clip)
-        noisy_update(opt, sums, noise_std, expected_batch, noise, penalty)
+        noisy_update(opt, sums, noise_std, expected_batch, noise, penalty, comm=comm)
         average.update(step)
         if verbose:
             clipped[step] = (sq_norms > clip**2).float().mean() if idx.numel() else 0.0

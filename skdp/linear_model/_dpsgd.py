@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval
 
 from .._base import BaseDPClassifier
 from ..models import CrossEntropyHead
-from ..privacy import BatchReleases, Release, ReleasePlan
+from ..privacy import BatchReleases, Release, ReleasePlan, current_communicator
 from .._training import DPSGDConfig, train_dpsgd
 
 
@@ -22,6 +22,9 @@ class _DPSGDMixin:
     :class:`~skdp.DPSGDRegressor`: the hooks of
     :meth:`~skdp._base.BaseDPEstimator._fit_private` (plan, targets,
     trainer, fitted state)."""
+
+    #: Trained by :func:`skdp.distributed.fit_data_parallel`.
+    _data_parallel = True
 
     _dpsgd_constraints = {
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -49,8 +52,10 @@ class _DPSGDMixin:
                                n_units=n_units, **labels))
 
     def _plan(self, X, fit, generator):
-        # with units, sampling is over units and their number is public
-        fit.n = X.shape[0] if fit.units is None else fit.units.n_units
+        # with units, sampling is over units and their number is public; in a
+        # data-parallel fit X is this rank's shard and n the rows of all ranks
+        fit.n = (current_communicator().total(X.shape[0]) if fit.units is None
+                 else fit.units.n_units)
         fit.q = self._check_privacy_setup(fit.n, self._resolve_batch_size(fit.n))
         return self._release_plan(fit.q, self._n_steps_requested(fit.q), fit.units)
 

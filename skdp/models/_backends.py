@@ -5,6 +5,14 @@ gradient path. :class:`LinearBackend` keeps one ``(n_classes, n_features + 1)``
 weight matrix (bias in the last column) and uses the closed form;
 :class:`ModuleBackend` wraps any ``torch.nn.Module`` and uses ``torch.func``.
 
+A backend never copies the training rows it is given (a tensor, possibly a
+view of a numpy array or of a ``numpy.memmap``): each step gathers the rows
+of its batch. A trainer that iterates over its batches through
+:meth:`~_BatchRows.feed` lets the backend gather the rows of the next
+batches on background threads while the current step computes (set
+``prefetch``, e.g. for rows read from disk); the rows gathered are the same
+either way, so the model does not depend on it.
+
 Both may hold ``record_weights``: the factors ``w_i / max_sample_weight`` in
 [0, 1] of a weighted fit (:func:`skdp.privacy.record_weight_factors`), one
 per row. Every clipped gradient sum then multiplies each record's clipped
@@ -12,6 +20,10 @@ gradient by its factor (clip, then weight), so trainers get sample weights
 without knowing about them and every sensitivity stays the clipping bound.
 With ``record_weights=None`` (the default) the unweighted code runs.
 """
+
+import ctypes
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -22,6 +34,26 @@ from ..privacy._clipping import (
     clipped_module_diff_sum,
     weighted_clipped_module_sum,
 )
+
+
+def _release_free_memory():
+    """Hand the heap memory freed by a training pass back to the operating
+    system (glibc's ``malloc_trim``; nothing elsewhere).
+
+    A pass allocates a batch of rows per step, of varying sizes; glibc keeps
+    much of what they free in its heaps, where it would count as the
+    process's memory through the scoring that follows (over 100 MB for
+    batches of 40,000 rows)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):  # not glibc
+        pass
+
+
+#: Rows per block when a linear backend computes its rows' squared norms.
+_NORM_BLOCK = 16384
 
 
 class _RecordWeights:
@@ -39,27 +71,158 @@ class _RecordWeights:
         return own if weights is None else weights * own.to(weights.dtype)
 
 
-class LinearBackend(_RecordWeights):
+class _Scratch:
+    """One batch tensor reused from step to step (grown when a batch is
+    larger): in a step loop a batch is dropped before the next is gathered,
+    so allocating, and filling a bias column, once is enough."""
+
+    def __init__(self, empty_batch):
+        self.empty_batch = empty_batch
+        self.tensor = None
+
+    def batch(self, idx):
+        size = idx.numel()
+        if self.tensor is None or self.tensor.shape[0] < size:
+            self.tensor = self.empty_batch(size + size // 8 + 64)
+        return self.tensor[:size]
+
+
+class _BatchRows(_RecordWeights):
+    """Rows of a batch gathered on demand, or ahead on background threads.
+
+    A subclass allocates a batch of ``size`` rows with
+    ``_empty_batch(size)`` and fills it with the rows ``idx`` with
+    ``_fill(idx, batch)``; only the filling runs on a background thread
+    (the memory is the main thread's). In :meth:`feed` without prefetching
+    one batch tensor serves every step (:class:`_Scratch`): a batch from
+    :meth:`forward` is then valid until the next one is gathered, which is
+    how the trainers use it.
+    """
+
+    #: How many upcoming batches :meth:`feed` gathers ahead, each on its
+    #: own background thread (0: every batch is gathered when it is used).
+    #: Worth it when gathering is slow (rows read from disk).
+    prefetch = 0
+    _pending = None
+    _scratch = None
+
+    def feed(self, batches):
+        """Yield the index tensors of ``batches``, gathering the rows of
+        those already drawn ahead (up to :attr:`prefetch` of them).
+
+        ``batches`` is a :class:`~skdp.privacy.Batches` iterator (any
+        iterator of index tensors is passed through). Nothing is drawn
+        ahead: only batches the sampler has drawn already are gathered, so
+        the random draws keep their order and the model is the same with
+        and without prefetching. Inside the loop a batch from
+        :meth:`forward` is valid until the next batch is gathered.
+        """
+        try:
+            if not self.prefetch or not hasattr(batches, "drawn"):
+                self._scratch = _Scratch(self._empty_batch)
+                yield from batches
+            else:
+                yield from self._feed_ahead(batches)
+        finally:
+            self._scratch = None
+            _release_free_memory()
+
+    def _feed_ahead(self, batches):
+        pending = self._pending = {}
+        pool = ThreadPoolExecutor(max_workers=int(self.prefetch),
+                                  thread_name_prefix="skdp-gather")
+        try:
+            for idx in batches:
+                for upcoming in batches.drawn(int(self.prefetch)):
+                    if id(upcoming) not in pending:
+                        batch = self._empty_batch(upcoming.numel())
+                        pending[id(upcoming)] = (upcoming, pool.submit(self._fill_ahead,
+                                                                       upcoming, batch))
+                yield idx
+        finally:
+            self._pending = None
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _fill_ahead(self, idx, batch):
+        with torch.no_grad():
+            return self._fill(idx, batch)
+
+    def _gather(self, idx):
+        """The rows ``idx`` (a fresh tensor): gathered ahead by :meth:`feed`,
+        or now."""
+        if self._pending:
+            entry = self._pending.pop(id(idx), None)
+            if entry is not None and entry[0] is idx:
+                return entry[1].result()
+        if self._scratch is not None:
+            return self._fill(idx, self._scratch.batch(idx))
+        return self._fill(idx, self._empty_batch(idx.numel()))
+
+
+class LinearBackend(_BatchRows):
     """Linear/softmax model ``logits = [x, 1] @ weights.T`` on a fixed dataset.
+
+    The rows are kept as given, never copied: a batch is a fresh tensor of
+    its rows with a trailing column of ones (the bias input), shape
+    ``(batch, n_features + 1)``. The squared norms ``|x|^2 + 1`` of all rows
+    (one value per row) are computed once, when a clipped sum first needs
+    them, a block of rows at a time; a step then gathers those of its batch.
 
     Parameters
     ----------
     X : torch.Tensor of shape (n_samples, n_features)
+        The training rows (possibly a view of a numpy array or memmap).
     n_outputs : int
     """
 
     def __init__(self, X, n_outputs):
-        ones = torch.ones((X.shape[0], 1), dtype=X.dtype, device=X.device)
-        self._rows = torch.cat([X, ones], dim=1)
-        self._sq_norms = self._rows.square().sum(1)
+        self.rows = X
         self.weights = torch.zeros(
-            (n_outputs, self._rows.shape[1]), dtype=X.dtype, device=X.device
+            (n_outputs, X.shape[1] + 1), dtype=X.dtype, device=X.device
         )
         self.parameters = [self.weights]
+        self._row_sq_norms = None
+
+    @property
+    def _rows(self):
+        """Every row with its column of ones: a full copy, made at each
+        access (for callers that still need the whole augmented table;
+        :attr:`rows` holds the rows themselves)."""
+        idx = torch.arange(self.rows.shape[0], device=self.rows.device)
+        return self._fill(idx, self._empty_batch(idx.numel()))
+
+    def _empty_batch(self, size):
+        """A batch of ``size`` rows whose trailing column (the bias input)
+        holds ones already."""
+        batch = torch.empty((size, self.rows.shape[1] + 1), dtype=self.rows.dtype,
+                            device=self.rows.device)
+        batch.select(1, -1).fill_(1.0)
+        return batch
+
+    def _fill(self, idx, batch):
+        """Rows ``idx`` into ``batch`` (from :meth:`_empty_batch`)."""
+        torch.index_select(self.rows, 0, idx, out=batch[:, :-1])
+        return batch
+
+    @property
+    def _sq_norms(self):
+        """Squared norm of every row with its bias input, ``|x|^2 + 1``."""
+        if self._row_sq_norms is None:
+            n, d = self.rows.shape
+            block = torch.ones((min(n, _NORM_BLOCK), d + 1), dtype=self.rows.dtype,
+                               device=self.rows.device)
+            norms = torch.empty(n, dtype=self.rows.dtype, device=self.rows.device)
+            for start in range(0, n, _NORM_BLOCK):
+                rows = block[: min(_NORM_BLOCK, n - start)]
+                rows[:, :-1] = self.rows[start:start + _NORM_BLOCK]
+                # a product, not square(): torch's pow kernel is several times slower
+                norms[start:start + _NORM_BLOCK] = (rows * rows).sum(1)
+            self._row_sq_norms = norms
+        return self._row_sq_norms
 
     def forward(self, idx):
         """Return ``(batch, logits_t)`` for the rows ``idx``; logits class-major."""
-        batch = self._rows.index_select(0, idx)
+        batch = self._gather(idx)
         return batch, self.weights @ batch.T
 
     def clipped_grad_sum(self, idx, batch, logits_t, head, targets_t, max_norm):
@@ -129,7 +292,7 @@ class LinearBackend(_RecordWeights):
         return {"weights": self.weights.detach().cpu().numpy().astype("float64")}
 
 
-class ModuleBackend(_RecordWeights):
+class ModuleBackend(_BatchRows):
     """Any ``torch.nn.Module`` mapping a batch of rows to logits."""
 
     def __init__(self, X, module):
@@ -138,8 +301,15 @@ class ModuleBackend(_RecordWeights):
         self.parameters = [p for p in self.module.parameters() if p.requires_grad]
         self._names = [n for n, p in self.module.named_parameters() if p.requires_grad]
 
+    def _empty_batch(self, size):
+        return torch.empty((size,) + tuple(self.inputs.shape[1:]),
+                           dtype=self.inputs.dtype, device=self.inputs.device)
+
+    def _fill(self, idx, batch):
+        return torch.index_select(self.inputs, 0, idx, out=batch)
+
     def forward(self, idx):
-        batch = self.inputs.index_select(0, idx)
+        batch = self._gather(idx)
         with torch.no_grad():
             return batch, self.module(batch).T.contiguous()
 

@@ -49,6 +49,7 @@ from ._clipping import (
     clipped_module_diff_sum,
     clipped_module_sum,
 )
+from ._communicator import LocalCommunicator, current_communicator, using_communicator
 from ._noise import NoiseStream, gaussian_noise, laplace_noise
 from ._plan import (
     BatchReleases,
@@ -61,7 +62,7 @@ from ._plan import (
     silo_summary,
 )
 from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
-from ._sampling import PoissonSampler, UnitSampler, bernoulli_split, make_sampler
+from ._sampling import Batches, PoissonSampler, UnitSampler, bernoulli_split, make_sampler
 from ._spent import spent
 from ._weights import (
     UnitBounds,
@@ -81,6 +82,10 @@ __all__ = [
     "compose_reports",
     "silo_summary",
     "NoiseStream",
+    "LocalCommunicator",
+    "current_communicator",
+    "using_communicator",
+    "Batches",
     "PoissonSampler",
     "bernoulli_split",
     "SecureGenerator",

@@ -4,12 +4,62 @@ parts by a coin per record, driven by a ``torch.Generator`` or a
 :class:`~skdp.privacy.SecureGenerator`."""
 
 import math
+from collections import deque
+from itertools import islice
 from numbers import Integral, Real
 
 import numpy as np
 import torch
 
 from ._random import uniform_
+
+#: Most candidate positions (geometric gaps, float64) a sampler draws in one
+#: chunk of steps: 32 MiB.
+CHUNK_VALUES = 2**22
+
+
+class Batches:
+    """The batches of a sampler, one chunk of steps drawn at a time.
+
+    An iterator of index tensors that can also show the batches it has
+    already drawn (:meth:`drawn`) without drawing anything: a data feed can
+    then gather their rows ahead of time while the random draws keep the
+    order they have without it (a chunk is drawn when its first batch is
+    asked for, as by a plain loop).
+
+    Parameters
+    ----------
+    draw_chunk : callable
+        ``draw_chunk(n_steps)`` returns the index tensors of ``n_steps``
+        batches.
+    n_steps : int
+        Number of batches in all.
+    chunk_steps : int
+        Number of batches drawn at once.
+    """
+
+    def __init__(self, draw_chunk, n_steps, chunk_steps):
+        self._draw_chunk = draw_chunk
+        self._left = int(n_steps)
+        self._chunk_steps = int(chunk_steps)
+        self._drawn = deque()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self._drawn:
+            if self._left <= 0:
+                raise StopIteration
+            size = min(self._chunk_steps, self._left)
+            self._drawn.extend(self._draw_chunk(size))
+            self._left -= size
+        return self._drawn.popleft()
+
+    def drawn(self, count):
+        """Up to ``count`` next batches among those already drawn (a list;
+        the same tensor objects that iteration returns next)."""
+        return list(islice(self._drawn, count))
 
 
 class PoissonSampler:
@@ -32,7 +82,9 @@ class PoissonSampler:
         Source of randomness (seeded, or the operating system's CSPRNG); its
         device is the device of the indices.
     chunk_steps : int, default=256
-        Number of steps drawn at once.
+        Number of steps drawn at once; fewer when a chunk would hold more
+        than :data:`CHUNK_VALUES` candidate positions (batches above about
+        15,000 rows), so that a chunk's memory does not grow with the data.
 
     Examples
     --------
@@ -50,36 +102,48 @@ class PoissonSampler:
         self.n_samples = int(n_samples)
         self.sampling_rate = float(sampling_rate)
         self.generator = generator
-        self.chunk_steps = int(chunk_steps)
+        self.chunk_steps = max(1, min(int(chunk_steps), CHUNK_VALUES // self._width()))
 
     def batches(self, n_steps):
-        """Yield ``n_steps`` index tensors (int64, sorted, possibly empty)."""
-        done = 0
-        while done < n_steps:
-            size = min(self.chunk_steps, n_steps - done)
-            yield from self._chunk(size)
-            done += size
+        """The ``n_steps`` index tensors (int64, sorted, possibly empty), as
+        a :class:`Batches` iterator."""
+        return Batches(self._chunk, n_steps, self.chunk_steps)
+
+    def _width(self):
+        """Geometric gaps drawn per step at once: the expected batch plus six
+        standard deviations (more are drawn in the rare case they fall short)."""
+        mean = self.n_samples * self.sampling_rate
+        return int(mean + 6.0 * math.sqrt(mean * (1.0 - self.sampling_rate)) + 16)
 
     def _chunk(self, n_steps):
-        indices, counts = self._flat_chunk(n_steps)
-        return indices.split(counts)
+        """The index tensors of ``n_steps`` batches: views of the rows of one
+        tensor (a batch is a prefix of its step's candidate positions), so a
+        chunk is one allocation of fixed size."""
+        positions, counts = self._positions(n_steps)
+        indices = positions.long().sub_(1)
+        del positions
+        return [row[:count] for row, count in zip(indices, counts)]
 
     def _flat_chunk(self, n_steps):
         """The indices of ``n_steps`` batches, concatenated, and the size of
         each batch (a list: one host synchronisation per chunk)."""
-        n, q = self.n_samples, self.sampling_rate
+        positions, counts = self._positions(n_steps)
+        return positions[positions <= self.n_samples].long().sub_(1), counts
+
+    def _positions(self, n_steps):
+        """The 1-based candidate positions of ``n_steps`` batches, one row per
+        step (increasing; a row's batch is its positions up to
+        ``n_samples``), and the size of each batch (a list: one host
+        synchronisation per chunk)."""
+        n = self.n_samples
         device = self.generator.device
-        mean = n * q
-        width = int(mean + 6.0 * math.sqrt(mean * (1.0 - q)) + 16)
-        # 1-based positions of the selected rows: cumulative geometric gaps.
+        width = self._width()
+        # cumulative geometric gaps
         positions = self._geometric_gaps(n_steps, width, device).cumsum_(1)
         while bool((positions[:, -1] <= n).any()):
             more = self._geometric_gaps(n_steps, width, device).cumsum_(1)
             positions = torch.cat([positions, positions[:, -1:] + more], dim=1)
-        selected = positions <= n
-        counts = selected.sum(1).tolist()
-        indices = positions[selected].long() - 1
-        return indices, counts
+        return positions, (positions <= n).sum(1).tolist()
 
     def _geometric_gaps(self, n_steps, width, device):
         """Geometric(q) variables on {1, 2, ...} by inversion, in float64.
@@ -93,7 +157,7 @@ class PoissonSampler:
             return torch.ones_like(u)
         # log U as log1p(U - 1): U - 1 is exact, and this keeps seeded draws
         # bit-identical to taking log1p(-V) of the torch.rand value V = 1 - U.
-        gaps = torch.log1p(u.sub_(1.0))
+        gaps = u.sub_(1.0).log1p_()
         return gaps.div_(math.log1p(-self.sampling_rate)).floor_().add_(1.0)
 
 
@@ -154,12 +218,9 @@ class UnitSampler:
         return self.sampling_rate * self.n_units
 
     def batches(self, n_steps):
-        """Yield ``n_steps`` index tensors of records (int64, possibly empty)."""
-        done, chunk = 0, self.units.chunk_steps
-        while done < n_steps:
-            size = min(chunk, n_steps - done)
-            yield from self._chunk(size)
-            done += size
+        """The ``n_steps`` index tensors of records (int64, possibly empty),
+        as a :class:`Batches` iterator."""
+        return Batches(self._chunk, n_steps, self.units.chunk_steps)
 
     def _chunk(self, n_steps):
         units, unit_counts = self.units._flat_chunk(n_steps)

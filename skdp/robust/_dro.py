@@ -18,7 +18,13 @@ from .._base import (
     BaseDPRegressor,
     split_fit_only_columns,
 )
-from ..privacy import BatchReleases, PrivacyBudgetError, Release, ReleasePlan
+from ..privacy import (
+    BatchReleases,
+    PrivacyBudgetError,
+    Release,
+    ReleasePlan,
+    current_communicator,
+)
 from ._divergences import DIVERGENCES, make_divergence
 from ._losses import CrossEntropyLoss, SquaredLoss
 from ._trainer import (
@@ -93,6 +99,8 @@ class _DROMixin:
     """Fit machinery shared by the DRO classifier and regressor."""
 
     _loss = None
+    #: Trained by :func:`skdp.distributed.fit_data_parallel`.
+    _data_parallel = True
 
     def _resolve_algorithm(self, n_samples):
         """``"auto"``: DP-SGD on the dual below ``SPIDER_MIN_SAMPLES`` records,
@@ -247,7 +255,8 @@ class _DROMixin:
         """The schedule (algorithm, batches, steps) and its release plan
         (with units, over their public number: rates, batch sizes and the
         algorithm choice are about units)."""
-        n = X.shape[0] if fit.units is None else fit.units.n_units
+        n = (current_communicator().total(X.shape[0]) if fit.units is None
+             else fit.units.n_units)  # data-parallel: the rows of all ranks
         fit.algorithm = algorithm = self._resolve_algorithm(n)
         self._check_exponent()
         batch = self._resolve_batch_size(n)

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from .._training import make_optimizer
-from ..privacy import NoiseStream, make_sampler, weigh
+from ..privacy import NoiseStream, current_communicator, make_sampler, weigh
 from ..privacy._clipping import clip_factors
 
 #: Largest per-sample weight handed to float32 gradient code: clip(w g, C)
@@ -107,14 +107,14 @@ class _Problem:
     def __init__(self, backend, loss, targets, config):
         self.backend = backend
         self.loss = loss
-        self.targets_t = targets.T.contiguous()
+        self.targets = targets
         self.config = config
         self.dtype = backend.parameters[0].dtype
         self.cap = _WEIGHT_CAP.get(self.dtype, 1e15)
 
     def batch(self, idx):
         batch, outputs_t = self.backend.forward(idx)
-        return batch, outputs_t, (self.targets_t.index_select(1, idx),)
+        return batch, outputs_t, (self.targets.index_select(0, idx).T,)
 
     def capped_losses(self, outputs_t, targets_t):
         """Per-sample losses in ``[0, B]``; a loss that is not finite (an
@@ -174,16 +174,26 @@ def _norm(tensors):
 
 
 class _Noise:
-    """Unit Gaussian noise for the x statistic and up to three scalars."""
+    """Unit Gaussian noise for the x statistic and up to three scalars.
 
-    def __init__(self, parameters, generator, private):
+    ``root=False`` (a rank other than the root of a data-parallel fit):
+    zeros, drawn from nothing; the root adds the noise of the sums over the
+    ranks.
+    """
+
+    def __init__(self, parameters, generator, private, root=True):
         self.private = private
         self.sizes = [p.numel() for p in parameters]
         self.stream = NoiseStream(sum(self.sizes) + 3, generator, dtype=parameters[0].dtype) \
             if private else None
+        self.root = root
 
     def draw(self):
         """``(list of x-shaped unit noise, float64 tensor of 3 unit scalars)``."""
+        if not self.root:
+            like = {"dtype": self.stream.dtype, "device": self.stream.generator.device}
+            return ([torch.zeros(size, **like) for size in self.sizes],
+                    torch.zeros(3, dtype=torch.float64, device=like["device"]))
         row = self.stream.next()
         parts, offset = [], 0
         for size in self.sizes:
@@ -215,14 +225,55 @@ class _History:
 def _n_sampled(targets, config):
     """The number of sampled items: records, or units with ``config.units``
     (public either way); expected batches are rates times it."""
-    return targets.shape[0] if config.units is None else config.units.n_units
+    if config.units is not None:
+        return config.units.n_units
+    return current_communicator().total(targets.shape[0])  # all ranks' rows
 
 
-def _samplers(n, config, generator):
-    n_anchor = -(-config.n_steps // config.epoch_size)
-    anchors, _ = make_sampler(n, config.anchor_rate, generator, config.units)
-    diffs, _ = make_sampler(n, config.diff_rate, generator, config.units)
-    return anchors.batches(n_anchor), diffs.batches(config.n_steps - n_anchor)
+class _AnchoredBatches:
+    """The batches of a SPIDER run in step order: an anchor batch every
+    ``epoch_size`` steps (from step 0), difference batches in between.
+
+    An iterator like :class:`~skdp.privacy.Batches`, whose :meth:`drawn`
+    shows the upcoming batches both samplers have already drawn (so a
+    backend can gather them ahead without changing the order of draws).
+    """
+
+    def __init__(self, n, config, generator):
+        self.n_steps, self.epoch_size = config.n_steps, config.epoch_size
+        n_anchor = -(-config.n_steps // config.epoch_size)
+        anchors, _ = make_sampler(n, config.anchor_rate, generator, config.units)
+        diffs, _ = make_sampler(n, config.diff_rate, generator, config.units)
+        comm = current_communicator()  # data-parallel: this rank's part of each batch
+        self.anchors = comm.shard(anchors).batches(n_anchor)
+        self.diffs = comm.shard(diffs).batches(config.n_steps - n_anchor)
+        self.step = 0
+
+    def is_anchor(self, step):
+        return step % self.epoch_size == 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.step >= self.n_steps:
+            raise StopIteration
+        source = self.anchors if self.is_anchor(self.step) else self.diffs
+        self.step += 1
+        return next(source)
+
+    def drawn(self, count):
+        """Up to ``count`` next batches in step order, as long as their
+        sampler has drawn them already."""
+        out, seen = [], {True: 0, False: 0}
+        for step in range(self.step, min(self.step + count, self.n_steps)):
+            anchor = self.is_anchor(step)
+            ready = (self.anchors if anchor else self.diffs).drawn(seen[anchor] + 1)
+            if len(ready) <= seen[anchor]:
+                break
+            out.append(ready[seen[anchor]])
+            seen[anchor] += 1
+        return out
 
 
 def _average(params, total, count):
@@ -277,7 +328,8 @@ def train_double_spider(backend, loss, targets, config, generator):
     device = params[0].device
     noise = cfg.noise or {}
     private = cfg.noise is not None
-    units = _Noise(params, generator, private)
+    comm = current_communicator()
+    units = _Noise(params, generator, private, root=comm.is_root)
     lam, B = cfg.lam, cfg.loss_bound
     div = cfg.divergence
     c_x, c_eta = cfg.max_grad_norm, cfg.dual_grad_norm
@@ -289,14 +341,13 @@ def train_double_spider(backend, loss, targets, config, generator):
     v = [torch.zeros_like(p) for p in params]
     g = torch.zeros((), dtype=torch.float64, device=device)
     step_x = torch.zeros((), dtype=torch.float64, device=device)
-    anchors, diffs = _samplers(n, cfg, generator)
+    batches = _AnchoredBatches(n, cfg, generator)
     history = _History(cfg.n_steps, device, ("eta", "grad_norm", "eta_grad", "step_size",
                                              "diff_clip"))
     averager = _Averager(params, cfg.n_steps, cfg.iterate == "average")
     start = time.perf_counter()
-    for t in range(cfg.n_steps):
-        anchor = t % cfg.epoch_size == 0
-        idx = next(anchors) if anchor else next(diffs)
+    for t, idx in enumerate(backend.feed(batches)):
+        anchor = batches.is_anchor(t)
         batch, out_t, tgt = problem.batch(idx)
         lt = problem.capped_losses(out_t, tgt)
         a = problem.record_weights(idx)
@@ -306,6 +357,7 @@ def train_double_spider(backend, loss, targets, config, generator):
             stat = weigh(_clip_scalar(1.0 - w, c_eta), a).sum()
             if private:
                 stat = stat + unit_s[0] * noise["eta_anchor"] * c_eta
+            comm.sum_([stat])
             g = stat / n_anchor_exp
             clip_t = torch.zeros((), dtype=torch.float64, device=device)
         else:
@@ -322,6 +374,7 @@ def train_double_spider(backend, loss, targets, config, generator):
                                    clip_eta), a).sum()
             if private:
                 d = d + unit_s[0] * noise["eta_diff"] * clip_eta
+            comm.sum_([d])
             g = g + d / n_diff_exp
         eta_new = (eta - cfg.dual_learning_rate * g).clamp(0.0, B)
         w_new = div.weight((lt - eta_new) / lam)
@@ -329,7 +382,7 @@ def train_double_spider(backend, loss, targets, config, generator):
             sums = problem.grad_sum(idx, batch, out_t, tgt, w_new, c_x)
             if private:
                 _add_noise(sums, unit_x, noise["x_anchor"] * W * c_x)
-            v = [s.div_(n_anchor_exp) for s in sums]
+            v = [s.div_(n_anchor_exp) for s in comm.sum_(sums)]
         else:
             # the weighted gradients are up to W times longer, and so are
             # their changes: the difference bound scales with W
@@ -339,7 +392,7 @@ def train_double_spider(backend, loss, targets, config, generator):
                                     clip_x.to(problem.dtype), c_x)
             if private:
                 _add_noise(sums, unit_x, (noise["x_diff"] * clip_x).to(problem.dtype))
-            for acc, s in zip(v, sums):
+            for acc, s in zip(v, comm.sum_(sums)):
                 acc.add_(s, alpha=1.0 / n_diff_exp)
         v_norm = _norm(v)
         beta = torch.clamp(cfg.learning_rate * torch.ones_like(v_norm), max=cfg.step_norm_cap / v_norm.clamp_min(_TINY))
@@ -373,7 +426,8 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
     device = params[0].device
     noise = cfg.noise or {}
     private = cfg.noise is not None
-    units = _Noise(params, generator, private)
+    comm = current_communicator()
+    units = _Noise(params, generator, private, root=comm.is_root)
     B, rho = cfg.loss_bound, cfg.rho
     constrained = cfg.formulation == "constrained"
     c_x, c_u = cfg.max_grad_norm, cfg.dual_grad_norm
@@ -388,13 +442,12 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
     u = torch.zeros((), dtype=torch.float64, device=device)
     s = torch.ones((), dtype=torch.float64, device=device)
     step_w = torch.zeros((), dtype=torch.float64, device=device)
-    anchors, diffs = _samplers(n, cfg, generator)
+    batches = _AnchoredBatches(n, cfg, generator)
     history = _History(cfg.n_steps, device, ("lam", "grad_norm", "s", "step_size", "diff_clip"))
     averager = _Averager(params, cfg.n_steps, cfg.iterate == "average")
     start = time.perf_counter()
-    for t in range(cfg.n_steps):
-        anchor = t % cfg.epoch_size == 0
-        idx = next(anchors) if anchor else next(diffs)
+    for t, idx in enumerate(backend.feed(batches)):
+        anchor = batches.is_anchor(t)
         batch, out_t, tgt = problem.batch(idx)
         lt = problem.capped_losses(out_t, tgt)
         gt = torch.exp((lt - B) / lam)
@@ -409,7 +462,8 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
                 s_sum = s_sum + unit_s[0] * noise["s_anchor"]
                 if constrained:
                     u_sum = u_sum + unit_s[1] * noise["u_anchor"] * c_u
-            v = [t_.div_(n_anchor_exp) for t_ in sums]
+            v = [t_.div_(n_anchor_exp) for t_ in comm.sum_(sums)]
+            comm.sum_([s_sum, u_sum])
             s = s_sum / n_anchor_exp
             u = u_sum / n_anchor_exp
             clip_t = torch.zeros((), dtype=torch.float64, device=device)
@@ -431,8 +485,9 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
             if private:
                 _add_noise(sums, unit_x, (noise["v_diff"] * clip_x).to(problem.dtype))
                 s_sum = s_sum + unit_s[0] * noise["s_diff"] * s_sens
-            for acc, d in zip(v, sums):
+            for acc, d in zip(v, comm.sum_(sums)):
                 acc.add_(d, alpha=1.0 / n_diff_exp)
+            comm.sum_([s_sum])
             s = s_sum / n_diff_exp + (1.0 - beta_s) * s
             if constrained:
                 clip_u = clip_t.clamp(max=2.0 * c_u)
@@ -441,6 +496,7 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
                            a).sum()
                 if private:
                     du = du + unit_s[1] * noise["u_diff"] * clip_u
+                comm.sum_([du])
                 u = u + du / n_diff_exp
         # s >= exp(-B / lam) for the true mean: clamping is post-processing
         s = torch.maximum(s, torch.exp(-B / lam))
@@ -480,7 +536,8 @@ def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
     device = params[0].device
     noise = cfg.noise or {}
     private = cfg.noise is not None
-    units = _Noise(params, generator, private)
+    comm = current_communicator()
+    units = _Noise(params, generator, private, root=comm.is_root)
     B, rho, div = cfg.loss_bound, cfg.rho, cfg.divergence
     constrained = cfg.formulation == "constrained"
     c_x, c_d = cfg.max_grad_norm, cfg.dual_grad_norm
@@ -493,8 +550,9 @@ def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
     history = _History(cfg.n_steps, device, ("eta", "lam", "grad_norm", "dual_grad"))
     averager = _Averager(params, cfg.n_steps, cfg.iterate == "average")
     sampler, _ = make_sampler(n, cfg.diff_rate, generator, cfg.units)
+    sampler = comm.shard(sampler)
     start = time.perf_counter()
-    for t, idx in enumerate(sampler.batches(cfg.n_steps)):
+    for t, idx in enumerate(backend.feed(sampler.batches(cfg.n_steps))):
         batch, out_t, tgt = problem.batch(idx)
         lt = problem.capped_losses(out_t, tgt)
         r = (lt - eta) / lam
@@ -514,6 +572,8 @@ def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
             _add_noise(sums, unit_x, noise["x_grad"] * W * c_x)
             g_eta = g_eta + unit_s[0] * noise["dual_grad"] * c_d
             g_lam = g_lam + unit_s[1] * noise["dual_grad"] * c_d
+        comm.sum_(sums)
+        comm.sum_([g_eta, g_lam])
         grad_norm = _norm(sums) / expected
         opt.apply(sums, 1.0 / expected)
         eta = (eta - cfg.dual_learning_rate * g_eta / expected).clamp(0.0, B)

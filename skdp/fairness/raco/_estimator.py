@@ -24,6 +24,7 @@ from ...privacy import (
     PrivacyBudgetError,
     Release,
     ReleasePlan,
+    current_communicator,
     gaussian_noise,
 )
 from .._compiled import CompiledConstraints, make_constraints
@@ -471,6 +472,9 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     # temperature alone, which changes none of them
     _score_calibration = "temperature"
 
+    #: Trained by :func:`skdp.distributed.fit_data_parallel`.
+    _data_parallel = True
+
     _parameter_constraints = {
         **BaseDPClassifier._parameter_constraints,
         "constraint": [str, list, tuple, object],
@@ -676,8 +680,14 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
 
     # the hooks of BaseDPEstimator._fit_private
     def _plan(self, X, fit, generator):
-        # with units, sampling is over units and their number is public
-        n = X.shape[0] if fit.units is None else fit.units.n_units
+        # with units, sampling is over units and their number is public; in a
+        # data-parallel fit X is this rank's shard and n the rows of all ranks
+        comm = current_communicator()
+        if comm.distributed and self.return_iterate == "best_checkpoint":
+            raise ValueError(
+                "return_iterate='best_checkpoint' reads every training record exactly, which "
+                "a data-parallel fit does not do; use return_iterate='average' or 'last'.")
+        n = comm.total(X.shape[0]) if fit.units is None else fit.units.n_units
         fit.q = self._check_privacy_setup(n, self._resolve_batch_size(n))
         fit.n = n
         self.batch_size_ = self._expected_batch_size(n, fit.q)
@@ -781,8 +791,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         counts = torch.bincount(cells_t, weights=weights, minlength=n_cells + 1)[:n_cells].to(dtype)
         noise_std = report.scale("cell_sizes")
         self.cell_size_noise_ = noise_std
-        if noise_std is not None:
-            counts = counts + gaussian_noise(counts, noise_std, generator)
+        # data-parallel: summed over the ranks, the root's noise added once
+        counts = current_communicator().release(
+            counts, None if noise_std is None else lambda: gaussian_noise(counts, noise_std,
+                                                                          generator))
         sizes = sampling_rate * (membership @ counts)
         self.expected_sizes_ = sizes.cpu().numpy().astype(np.float64)
         return sizes

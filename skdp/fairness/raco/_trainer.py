@@ -34,7 +34,7 @@ from ..._training import (
     make_optimizer,
     noisy_update,
 )
-from ...privacy import NoiseStream, gaussian_noise, make_sampler, weigh
+from ...privacy import NoiseStream, current_communicator, gaussian_noise, make_sampler, weigh
 from .._rates import dual_quantities
 
 
@@ -98,6 +98,29 @@ class _PartHead:
             return torch.softmax(logits_t, dim=0) - onehot_t
         term = self.head._soft_term(logits_t, weights_t)
         return term.mul_(self.head.temperature * self.head.batch_scale)
+
+
+class _StepRows:
+    """One tensor per step, written into row ``step`` of a tensor of
+    ``n_steps`` rows (allocated at the first step, with its shape and
+    dtype): what ``torch.stack`` of the steps' tensors would give."""
+
+    def __init__(self, n_steps):
+        self.n_steps = n_steps
+        self.tensor = None
+
+    def put(self, step, value):
+        if self.tensor is None:
+            self.tensor = value.new_empty((self.n_steps,) + tuple(value.shape))
+        self.tensor[step] = value
+
+
+def _onehot_cells_t(cells, n_columns, dtype):
+    """Class-major one-hot rows of a batch's ``cells``, shape (n_columns,
+    batch) (cell ``n_columns - 1`` collects records no constraint uses);
+    built per batch, so no (n_columns, n_samples) table is kept."""
+    onehot_t = torch.zeros((n_columns, cells.numel()), dtype=dtype, device=cells.device)
+    return onehot_t.scatter_(0, cells[None], 1.0)
 
 
 def _mean_gradient_norms(backend, idx, batch, logits_t, head, targets_t):
@@ -292,7 +315,12 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
     """
     n, n_classes = onehot.shape
     n_cells = constraints.membership.shape[1]
-    sampler, expected_batch = make_sampler(n, config.sampling_rate, generator, units)
+    # data-parallel: this rank's rows; the root samples all rows and adds
+    # every noise value, and each release is summed over the ranks
+    comm = current_communicator()
+    sampler, expected_batch = make_sampler(comm.total(n), config.sampling_rate, generator,
+                                           units)
+    sampler = comm.shard(sampler)
     clip, noise = config.max_grad_norm, config.noise
     grad_std = noise.gradient * clip if noise.private else 0.0
     head = RateConstrainedHead(config.temperature, expected_batch)
@@ -309,11 +337,6 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
     membership = constraints.membership
     step_sizes = None if fixed_sizes is None else fixed_sizes.clamp_min(config.min_denominator)
     checkpoints, norms_seen = [], []
-    # class-major per-record columns gathered once per step: labels, then
-    # the one-hot cell (cell n_cells collects records no constraint uses)
-    columns = torch.cat(
-        [onehot.T, torch.nn.functional.one_hot(cells, n_cells + 1).T.to(dtype)]
-    ).contiguous()
     # multiplicative updates cannot leave 0, so they start just above it
     start_value = 1e-3 if config.dual_update == "exponentiated" else 0.0
     lam = torch.full((constraints.tolerance.shape[0],), start_value, dtype=dtype, device=device)
@@ -321,23 +344,28 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
     velocity = torch.zeros_like(lam)
     tolerance = constraints.tolerance
     # per-step releases, stacked at the end (a list append costs nothing)
-    lambdas, values_seen, sizes_seen, hists, clipped_counts = [], [], [], [], []
+    # per-step releases written into tensors allocated once: a small tensor
+    # kept from every step would fragment the heap between the batches
+    lambdas, values_seen, sizes_seen, hists = (_StepRows(config.n_steps) for _ in range(4))
+    clipped_counts = torch.empty(config.n_steps, dtype=dtype, device=device)
     report_every = max(1, config.n_steps // 10)
     start = time.perf_counter()
-    for step, idx in enumerate(sampler.batches(config.n_steps)):
+    for step, idx in enumerate(backend.feed(sampler.batches(config.n_steps))):
         batch, logits_t = backend.forward(idx)
-        picked = columns.index_select(1, idx)
-        onehot_t, cells_t = picked[:n_classes], picked[n_classes:]
+        onehot_t = onehot.index_select(0, idx).T
+        cells_t = _onehot_cells_t(cells.index_select(0, idx), n_cells + 1, dtype)
         record_weights = backend.batch_weights(idx)
         # each record's cell row, times its weight factor (when weighted)
         cells_w = weigh(cells_t, record_weights)
         hist = batch_histogram(logits_t, cells_w, config.dual_rates, config.temperature)
-        if noise.private:
+        if noise.private and comm.is_root:
             hist.add_(hist_noise.next().view(hist.shape), alpha=noise.histogram)
+        comm.sum_([hist])
         if separate and not (config.freeze_denominators and step > 0):
             counts = cells_w.sum(1)
-            if noise.private:
+            if noise.private and comm.is_root:
                 counts.add_(count_noise.next(), alpha=noise.cell_counts)
+            comm.sum_([counts])
             step_sizes = (membership @ counts[:n_cells]).clamp_min_(config.min_denominator)
         values, weights, sizes = dual_quantities(
             hist[:n_cells], lam, constraints, config.min_denominator, config.clip_constraint_values,
@@ -359,15 +387,15 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
         over = sq_norms > clip * clip
         if record_weights is not None:
             over = weigh(over.to(dtype), record_weights)
-        clipped_counts.append(over.sum())
-        noisy_update(opt, sums, grad_std, expected_batch, grad_noise)
+        clipped_counts[step] = over.sum()
+        noisy_update(opt, sums, grad_std, expected_batch, grad_noise, comm=comm)
         average.update(step)
         if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:
             checkpoints.append((step + 1, [p.clone() for p in backend.parameters]))
-        lambdas.append(lam)
-        values_seen.append(values)
-        sizes_seen.append(sizes)
-        hists.append(hist)
+        lambdas.put(step, lam)
+        values_seen.put(step, values)
+        sizes_seen.put(step, sizes)
+        hists.put(step, hist)
         # optimistic ascent: the extra (g_t - g_{t-1}) term damps the cycling
         # of descent-ascent; both are post-processing of noisy releases
         optimism = config.dual_optimism
@@ -395,15 +423,15 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
                 f"max noisy violation {float(values.max()):+.3f}  "
                 f"elapsed {time.perf_counter() - start:.2f}s"
             )
-    hist_all = torch.stack(hists)
+    hist_all = hists.tensor
     batch_size = hist_all.sum((1, 2), dtype=torch.float64)
-    clipped = torch.stack(clipped_counts).to(dtype)
-    if noise.private:
-        clipped += gaussian_noise(clipped, noise.clip_count, generator)
+    clipped = clipped_counts
+    clipped = comm.release(clipped, (lambda: gaussian_noise(clipped, noise.clip_count, generator))
+                           if noise.private else None)
     history = {
-        "lambda": torch.stack(lambdas),
-        "constraint_values": torch.stack(values_seen),
-        "denominators": torch.stack(sizes_seen),
+        "lambda": lambdas.tensor,
+        "constraint_values": values_seen.tensor,
+        "denominators": sizes_seen.tensor,
         "batch_size": batch_size,
         # noisy count over the (public) expected batch size, not over the
         # noisy one: a ratio of two noisy counts can leave [0, 1] by far
