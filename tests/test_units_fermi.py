@@ -33,11 +33,10 @@ from skdp.fairness.fermi._trainer import (
     FermiConfig,
     SiloContext,
     SiloData,
+    SiloDraws,
     check_vector,
     silo_group_counts,
-    silo_round_draws,
     silo_step,
-    unit_sampler,
 )
 from skdp.fairness.fermi.protocol import (
     PROTOCOL,
@@ -95,8 +94,8 @@ def _silo_releases(backend, X, y, groups, factors, idx, priors, W, config):
     n = len(y)
     cells = record_cells(torch.as_tensor(groups), torch.zeros(n, dtype=torch.long), 2, 1)
     onehot = torch.nn.functional.one_hot(torch.as_tensor(y), 2).to(X.dtype)
-    backend.record_weights = torch.as_tensor(factors, dtype=X.dtype)
-    data = SiloData.build(backend, onehot, cells, priors.numel())
+    data = SiloData.build(backend, onehot, cells, priors.numel(),
+                          weights=torch.as_tensor(factors, dtype=X.dtype))
     broadcast = Broadcast(W.clone(), priors.rsqrt()).refresh()
     context = SiloContext(config, len(backend.parameters), X.dtype, X.device)
     msg = silo_step(backend, torch.as_tensor(idx, dtype=torch.long), None, data, broadcast,
@@ -187,26 +186,28 @@ def test_one_unit_moves_every_release_by_at_most_its_sensitivity(panel):
 
 def test_a_round_samples_whole_units_at_rate_q():
     """Each round a silo Poisson-samples its units (rate q, each unit with
-    all its kept records), from that round's own generator."""
+    all its kept records); the batches of a chunk of rounds come from that
+    chunk's own stream, the noise from the round's own generator."""
     rng = np.random.default_rng(0)
     n_units, q, rounds = 300, 0.1, 200
     codes = np.repeat(np.arange(n_units), rng.integers(1, 12, n_units))
     bounds = silo_unit_bounds(codes, n_units, 4, SiloRandomness(0, 0))
-    sampler = unit_sampler(bounds, q, "cpu")
     kept = np.bincount(codes[bounds.kept], minlength=n_units)
-    randomness = SiloRandomness(1, 0)
+    draws = SiloDraws(SiloRandomness(1, 0), n_units, q, rounds, bounds)
     inclusions = np.zeros(n_units)
     for r in range(rounds):
-        idx, row = silo_round_draws(randomness.at(r), None, None, 5, torch.float64, sampler)
+        idx, row = draws.round(r, 5, torch.float64)
         idx = idx.numpy()
         assert row.shape == (5,) and bounds.kept[idx].all() and len(set(idx)) == len(idx)
         present = np.bincount(codes[idx], minlength=n_units)
         assert np.array_equal(present[present > 0], kept[present > 0])
         inclusions += present > 0
     assert abs(inclusions.mean() / rounds - q) < 0.01
-    again, _ = silo_round_draws(randomness.at(3), None, None, 0, torch.float64, sampler)
-    first, _ = silo_round_draws(randomness.at(3), None, None, 0, torch.float64, sampler)
-    assert torch.equal(again, first)  # stateless: a round's draws depend on the round only
+    # stateless across processes: a fresh silo draws round 3 alike
+    again, noise = SiloDraws(SiloRandomness(1, 0), n_units, q, rounds, bounds).round(
+        3, 5, torch.float64)
+    first, first_noise = draws.round(3, 5, torch.float64)
+    assert torch.equal(again, first) and torch.equal(noise, first_noise)
 
 
 # ---------------------------------------------------------------- estimator

@@ -21,6 +21,8 @@ record count never leaves it.
 
 import json
 import math
+import secrets
+import warnings
 
 import numpy as np
 import torch
@@ -28,6 +30,7 @@ import torch
 from .._groups import encode_groups
 from ..fairness.fermi import (
     FermiConfig,
+    SiloDraws,
     SiloWorker,
     fairness_strata,
     record_cells,
@@ -143,7 +146,11 @@ class FermiSilo:
 
     def __init__(self, X, y, sensitive=None, *, unit_ids=None, silo=0, name=None, policy=None,
                  encoded=False, module=None, device="cpu"):
-        self.X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
+        X = np.asarray(X)
+        # float rows are kept as given (read, never copied: a silo's table
+        # may be large); anything else becomes float64
+        self.X = np.ascontiguousarray(X if X.dtype in (np.float32, np.float64)
+                                      else X.astype(np.float64))
         self.y = np.asarray(y)
         self.sensitive = None if sensitive is None else np.asarray(sensitive)
         if self.X.ndim != 2 or self.y.shape != (self.X.shape[0],):
@@ -153,7 +160,7 @@ class FermiSilo:
             )
         if self.sensitive is not None and self.sensitive.shape[0] != self.X.shape[0]:
             raise ValueError(f"silo {silo}: sensitive features need one value per row.")
-        if not np.all(np.isfinite(self.X)):
+        if not _all_finite(self.X):
             raise ValueError(f"silo {silo}: X holds NaN or infinite values.")
         self.unit_codes, self.n_units = None, None
         if unit_ids is not None:
@@ -163,7 +170,7 @@ class FermiSilo:
                 raise ValueError(f"silo {silo}: {exc}") from exc
             self.unit_codes, self.n_units = codes, len(units)
         limit = float(np.finfo(np.float32).max)
-        if self.X.size and np.abs(self.X).max() > limit:
+        if self.X.dtype == np.float64 and self.X.size and _largest_magnitude(self.X) > limit:
             raise ValueError(
                 f"silo {silo}: X has values too large for float32 training (|x| > {limit:.3g}), "
                 "which the silo cannot clip; rescale or clip the features first (e.g. with "
@@ -221,6 +228,9 @@ class FermiSilo:
             "epsilon": float(report.epsilon),
             "noise": noise,
             "units_token": token,
+            # names this run's batches (:meth:`_draws`): another run never
+            # reuses them, whatever the seed
+            "run": secrets.token_hex(16),
         }
         counts = None
         if settings["private_priors"]:
@@ -290,8 +300,9 @@ class FermiSilo:
             w_clip=w_clip, w_radius=1.0, privacy_unit=settings["privacy_unit"], noise=noise,
             loss_bound=float(settings["loss_bound"]), psi_bound=float(settings["psi_bound"]),
         )
-        generator = SiloRandomness(settings["seed"], self.silo, self.device).at(round_index)
-        msg = worker.round(generator, [np.array(v) for v in params], np.array(W), priors, config)
+        draws = self._draws(settings, ledger)
+        msg = worker.round(draws, round_index, [np.array(v) for v in params], np.array(W),
+                           priors, config)
         ledger = dict(ledger, answered=round_index + 1, n_cells=int(n_cells))
         reply = {
             "theta": [t[0].cpu().numpy() for t in msg.theta],
@@ -439,13 +450,28 @@ class FermiSilo:
             return None
         return torch.as_tensor(units.factors, dtype=torch.float32, device=self.device)
 
+    def _draws(self, settings, ledger):
+        """This run's :class:`~skdp.fairness.fermi.SiloDraws` (cached for the
+        run: its batches are drawn a chunk of rounds at a time; seeded, a
+        fresh process draws the same ones)."""
+        run, draws = self._cache.get("draws", (None, None))
+        if draws is None or run != ledger.get("run"):  # another run's batches are dropped
+            rng = SiloRandomness(settings["seed"], self.silo, self.device)
+            draws = SiloDraws(rng, self.size, self._rate(settings), int(ledger["rounds"]),
+                              self._units(settings, ledger))
+            self._cache["draws"] = (ledger.get("run"), draws)
+        return draws
+
     def _worker(self, settings, n_cells, ledger):
         """This silo's :class:`~skdp.fairness.fermi.SiloWorker` (cached)."""
         key = ("worker", settings["n_classes"], tuple(settings["hidden_layer_sizes"]), n_cells)
         if self.n_units is not None:  # the run's unit subsets
             key += (ledger.get("units_token"), settings["max_records_per_unit"], settings["seed"])
         if key not in self._cache:
-            X_t = torch.as_tensor(np.array(self.X, dtype=np.float32), device=self.device)
+            X = self.X if self.X.dtype == np.float32 else self.X.astype(np.float32)
+            with warnings.catch_warnings():  # a read-only table: the worker only reads it
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                X_t = torch.from_numpy(X).to(self.device)
             n_classes = settings["n_classes"]
             module = None
             if self.module is not None:
@@ -468,6 +494,20 @@ class FermiSilo:
         state = dict(self.__dict__)
         state["_cache"] = {}
         return state
+
+
+def _row_blocks(X, rows=65536):
+    return (X[start:start + rows] for start in range(0, X.shape[0], rows))
+
+
+def _all_finite(X):
+    """Whether every value of ``X`` is finite (a block of rows at a time)."""
+    return all(np.isfinite(block).all() for block in _row_blocks(X))
+
+
+def _largest_magnitude(X):
+    """``max |x|`` over ``X`` (a block of rows at a time)."""
+    return max(float(np.abs(block).max(initial=0.0)) for block in _row_blocks(X))
 
 
 def _check_numbers(settings, where):

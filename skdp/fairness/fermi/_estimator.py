@@ -199,7 +199,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         In process: ``"batched"`` (default True) computes all silos of a
         round in one tensor pass, each with its own noise; False runs each
         silo's round through the function remote silos run (one thread, the
-        silo's own copy of its rows), for results bit-identical to the Flower
+        silo's own step on its rows), for results bit-identical to the Flower
         engines on the same machine (batched results equal them up to float
         rounding; see :ref:`privacy-reproducibility`).
     class_weight : dict, "balanced" or None, default=None
@@ -260,10 +260,12 @@ class DPFERMIClassifier(BaseDPClassifier):
         and the optimizer start afresh. It works with every engine (the
         server's model starts from the previous one).
     random_state : int, RandomState instance or None, default=None
-        Seeds model initialization and each silo's sampling and noise: round
-        ``r`` of silo ``j`` draws from a generator seeded from ``(seed, j,
-        r)``. ``None``: every silo draws from the operating system's CSPRNG
-        (unpredictable, and not reproducible).
+        Seeds model initialization and each silo's sampling and noise: the
+        noise of round ``r`` of silo ``j`` comes from a generator seeded from
+        ``(seed, j, r)``, its Poisson batches a chunk of rounds at a time
+        from one seeded from ``(seed, j, chunk)``. ``None``: every silo draws
+        from the operating system's CSPRNG (unpredictable, and not
+        reproducible).
     secure_rng : bool, default=False
         With a ``random_state``, still draw each silo's sampling and noise
         from the operating system's CSPRNG (the seed then only initializes
@@ -540,18 +542,24 @@ class DPFERMIClassifier(BaseDPClassifier):
         n_classes = len(self.classes_)
         group_codes, n_groups = self._check_groups(group_codes, n)
         silo_codes = self._encode_silos(from_column if silo_ids is None else silo_ids, n)
-        order = np.argsort(silo_codes, kind="stable")
-        silo_codes, y_codes, group_codes, X = (
-            silo_codes[order], y_codes[order], group_codes[order], X[order]
-        )
-        if sample_weight is not None:
-            sample_weight = sample_weight[order]
+        # the records in silo order (silos in contiguous blocks); X itself
+        # is never reordered: with its rows out of silo order the silos
+        # read them through ``order`` (one int64 per row, not a copy of X)
+        order = None
+        if np.any(silo_codes[1:] < silo_codes[:-1]):
+            order = np.argsort(silo_codes, kind="stable")
+            silo_codes, y_codes, group_codes = silo_codes[order], y_codes[order], group_codes[order]
+            if sample_weight is not None:
+                sample_weight = sample_weight[order]
+            if unit_codes is not None:
+                unit_codes = unit_codes[order]
         self._check_warm_silos(previous)
         sizes = np.bincount(silo_codes, minlength=self.n_silos_)
         units = None
         if unit_codes is not None:
-            units = self._units_per_silo(unit_codes[order], silo_codes, sizes, unit_argument)
+            units = self._units_per_silo(unit_codes, silo_codes, sizes, unit_argument)
         self._warn_single_group_silos(group_codes, silo_codes, n_groups)
+        del silo_codes  # one int64 per record, not needed in training
         run, make_backend, device = self._prepare_run(previous)
         if self.engine == "inprocess":
             batched = (self.engine_options or {}).get("batched", True)
@@ -560,13 +568,13 @@ class DPFERMIClassifier(BaseDPClassifier):
             self._weigh_records(None, weights, None, None, X_t)
             transport = LocalSilos(X_t, y_codes, group_codes, sizes, self.fairness, n_classes,
                                    n_groups, device, batched, weights=weights.record_weights,
-                                   units=units)
+                                   units=units, rows=order)
             return self._store_fit(train_on_silos(run, transport, make_backend, device),
                                    previous)
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         local = [None] * len(sizes) if units is None else np.split(units[0], bounds[1:-1])
         data = [
-            (X[a:b], y_codes[a:b], group_codes[a:b], unit)
+            (X[a:b] if order is None else X[order[a:b]], y_codes[a:b], group_codes[a:b], unit)
             for a, b, unit in zip(bounds[:-1], bounds[1:], local)
         ]
         fit = engine(self.engine)(run, data, make_backend, device, module=self.module,

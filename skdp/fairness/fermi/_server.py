@@ -443,7 +443,8 @@ def warn_on_silo_figures(names, reports, replies):
 # --------------------------------------------------------- the in-process engine
 class LocalSilos:
     """Every silo in this process (``engine="inprocess"``): the transport of
-    :func:`train_on_silos` over rows held here, silos in contiguous blocks.
+    :func:`train_on_silos` over rows held here (read where they are, never
+    copied).
 
     Parameters
     ----------
@@ -465,11 +466,18 @@ class LocalSilos:
         n_units_j - 1``), and the number of units of each silo. The silos'
         public ``sizes`` are then their unit counts; each silo bounds its
         own units in :meth:`setup` and their factors join the weights.
+    rows : ndarray of shape (n,) or None
+        The row of ``X_t`` of each record when the records (``y_codes``,
+        ``group_codes``, ``weights``, ``units``: silos in contiguous blocks)
+        are not in the order of ``X_t``'s rows: an index, so that ``X_t`` is
+        never reordered (copied). None: record ``i`` is row ``i``.
     """
 
     def __init__(self, X_t, y_codes, group_codes, sizes, fairness, n_classes, n_groups,
-                 device, batched=True, weights=None, units=None):
+                 device, batched=True, weights=None, units=None, rows=None):
         self.X_t, self.y_codes = X_t, y_codes
+        self.rows = None if rows is None else torch.as_tensor(rows, dtype=torch.long,
+                                                              device=device)
         self.groups_t = torch.as_tensor(group_codes, dtype=torch.long, device=device)
         self.record_sizes = [int(s) for s in sizes]
         self.per_unit = units is not None
@@ -535,19 +543,18 @@ class LocalSilos:
         self.weights = classes if self.weights is None else self.weights * classes
 
     def backend(self, make_backend, n_features, n_classes, device):
-        self.onehot = torch.nn.functional.one_hot(
-            torch.as_tensor(self.y_codes, device=device), n_classes
-        ).to(self.X_t.dtype)
-        backend = make_backend(self.X_t, n_classes)
-        backend.record_weights = self.weights
-        return backend
+        return make_backend(self.X_t, n_classes)
 
     def exchange(self, backend, config, priors):
         if self.per_unit:  # the rows' layout: records per silo
             config = replace(config, record_sizes=tuple(self.record_sizes))
-        self.silos = InProcessSilos(backend, self.onehot, self.cells_t, self.n_cells, config,
+        labels = torch.as_tensor(self.y_codes, dtype=torch.long, device=self.device)
+        onehot = torch.zeros((len(labels), self.n_classes), dtype=self.X_t.dtype,
+                             device=self.device).scatter_(1, labels[:, None], 1.0)
+        self.silos = InProcessSilos(backend, onehot, self.cells_t, self.n_cells, config,
                                     self.randomness, batched=self.batched, priors=priors,
-                                    groups=self.groups_t, units=self.unit_bounds)
+                                    groups=self.groups_t, units=self.unit_bounds,
+                                    weights=self.weights, rows=self.rows, X=self.X_t)
         return self.silos
 
     def check(self, backend, n_groups):

@@ -13,8 +13,8 @@ The loop is split the way a federated deployment splits it:
 * :func:`server_step` -- the server's size-weighted average of the messages,
   a descent step on the model and a projected ascent step on ``W``.
 
-Sample weights (in process): the backend's ``record_weights`` (factors in
-[0, 1]) multiply every per-record term after it is bounded -- the clipped
+Sample weights (in process): the records' weight factors (in [0, 1],
+:class:`SiloData`) multiply every per-record term after it is bounded -- the clipped
 model gradient, the clipped W-gradient, the monitoring terms and the group
 counts -- so no sensitivity changes.
 
@@ -25,6 +25,13 @@ keeps at most ``max_records_per_unit`` records of each of its units
 Poisson-samples its *units*, each with all its kept records
 (:class:`~skdp.privacy.UnitSampler`); sums are divided by the expected
 number of units. A unit then moves every release as one record does.
+
+Memory: the rows are never copied. The backend gathers each round's batch;
+the silos' records need not be contiguous rows (:class:`SiloData` maps a
+record to its row), and whatever touches every record (the input norms,
+the model check) runs a block of rows at a time. Each silo draws its
+batches a chunk of rounds at a time (:class:`SiloDraws`): on a GPU the
+host waits for the device once per chunk, never inside a round.
 
 Nothing here imports Flower or scikit-learn; noise scales come from the
 silos' release plans (:mod:`.protocol`).
@@ -51,6 +58,7 @@ from .protocol import (
     Broadcast,
     FermiNoise,
     SiloMessages,
+    sampling_chunk_rounds,
     theta_noise_factor,
 )
 
@@ -151,27 +159,64 @@ class FermiConfig:
         return tuple(n / total for n in self.silo_sizes)
 
 
+#: Rows per block when a silo's per-record tables or its model check are
+#: computed over all its records (a block of rows at a time, never a copy
+#: of the whole table).
+_BLOCK_ROWS = 16384
+
+
+def _blocks(start, stop):
+    """``(a, b)`` ranges that cover ``start .. stop - 1``, at most
+    :data:`_BLOCK_ROWS` long."""
+    return [(a, min(stop, a + _BLOCK_ROWS)) for a in range(start, stop, _BLOCK_ROWS)]
+
+
 @dataclass
 class SiloData:
-    """Per-record tensors of the silos' rows, class-major.
+    """Per-record tensors of the silos' records, in silo order (silo ``j``'s
+    records are positions ``sum(record_sizes[:j]) ...``).
 
-    ``records`` (2 + l, n): squared norm of the bias-augmented input (linear
-    models; 0 otherwise), 1 for records in a stratum, one-hot label rows.
+    ``records`` (2 + l, n): squared norm of each record's model input (what
+    multiplies the linear weights, the bias input included; 0 for other
+    models), 1 for records in a stratum, one-hot label rows.
     ``cells`` (n,): ERMI cell of each record.
+    ``weights`` (n,) or None: factors in [0, 1] of the records (sample
+    weights, class and unit factors) that multiply every clipped term.
+    ``rows`` (n,) long or None: the row of the backend's data that holds
+    each record (the silos' records need not be contiguous in the data, so
+    that it is never reordered); None when record ``i`` is row ``i``.
     """
 
     records: torch.Tensor
     cells: torch.Tensor
+    weights: torch.Tensor = None
+    rows: torch.Tensor = None
 
     @classmethod
-    def build(cls, backend, onehot, cells, n_cells):
+    def build(cls, backend, onehot, cells, n_cells, weights=None, rows=None):
+        """The tables of records whose one-hot labels are ``onehot``: the
+        input norms are computed a block of records at a time from the
+        backend's own batches (no copy of its data)."""
         n = onehot.shape[0]
-        sq_x = onehot.new_zeros(n)
+        records = onehot.new_empty((2 + onehot.shape[1], n))
+        records[0] = 0.0
+        data = cls(records, cells, weights, rows)
         if isinstance(backend, LinearBackend):
-            rows, _ = backend.forward(torch.arange(n, device=onehot.device))
-            sq_x = (rows * rows).sum(1)
-        inside = (cells < n_cells).to(onehot.dtype)
-        return cls(torch.cat([sq_x[None], inside[None], onehot.T]).contiguous(), cells)
+            for a, b in _blocks(0, n):
+                positions = torch.arange(a, b, device=cells.device)
+                batch, _ = backend.forward(data.backend_rows(positions))
+                records[0, a:b] = (batch * batch).sum(1)
+        records[1] = cells < n_cells
+        records[2:] = onehot.T
+        return data
+
+    def backend_rows(self, idx):
+        """The backend's rows of the records at positions ``idx``."""
+        return idx if self.rows is None else self.rows.index_select(0, idx)
+
+    def batch_weights(self, idx):
+        """The weight factors of the records at positions ``idx``, or None."""
+        return None if self.weights is None else self.weights.index_select(0, idx)
 
 
 class SiloContext:
@@ -193,57 +238,91 @@ class SiloContext:
             self.stds = [tensor(theta)] * n_theta_parts + [tensor(noise.w), tensor(noise.monitor)]
 
 
-def _poisson_step(sampler):
-    """One Poisson batch of ``sampler``: the rows of ``sampler._chunk(1)[0]``
-    from the same draws (cumulative geometric gaps), with fewer tensor
-    operations for a single step."""
-    n, q = sampler.n_samples, sampler.sampling_rate
-    mean = n * q
-    width = int(mean + 6.0 * math.sqrt(mean * (1.0 - q)) + 16)
-    device = sampler.generator.device
-    positions = sampler._geometric_gaps(1, width, device)[0].cumsum_(0)
-    while float(positions[-1]) <= n:
-        more = sampler._geometric_gaps(1, width, device)[0].cumsum_(0)
-        positions = torch.cat([positions, more.add_(positions[-1])])
-    count = int(torch.searchsorted(positions, float(n), right=True))
-    return positions[:count].long().sub_(1)
+class SiloDraws:
+    """One silo's random draws in a run: its Poisson batches, drawn a chunk
+    of rounds at a time, and each round's noise row.
 
+    The order is fixed, so that every engine draws the same: the batches of
+    rounds ``c K .. c K + K - 1`` (``K`` from
+    :func:`~skdp.fairness.fermi.protocol.sampling_chunk_rounds`, fewer in
+    the last chunk) are one chunk of a
+    :class:`~skdp.privacy.PoissonSampler` (or a
+    :class:`~skdp.privacy.UnitSampler` over the silo's units) drawn from
+    ``randomness.sampling(c)`` when one of its rounds is first asked for;
+    the noise row of round ``r`` is the first draw from
+    ``randomness.at(r)``. On a GPU the host then waits for the device once
+    per chunk, not once per round.
 
-def unit_sampler(units, sampling_rate, device):
-    """A silo's :class:`~skdp.privacy.UnitSampler` over its units
-    (:class:`~skdp.privacy.UnitBounds`): the layout of each unit's kept
-    records, built once; each round draws from that round's own generator
-    (:func:`silo_round_draws`)."""
-    return UnitSampler(units, sampling_rate, torch.Generator(device=device))
+    Parameters
+    ----------
+    randomness : SiloRandomness
+    size : int
+        The silo's records, or its units with ``units``.
+    sampling_rate : float
+    n_rounds : int
+    units : skdp.privacy.UnitBounds or None
+        The silo's privacy units: each batch is a Poisson sample of units,
+        each with all its kept records (grouped by unit).
 
-
-def _unit_step(sampler, generator):
-    """One Poisson batch of ``sampler``'s units, drawn from ``generator``:
-    the kept records of every sampled unit (the sampler's own code on its
-    layout; only the source of the draws is the round's)."""
-    step = copy.copy(sampler)
-    step.units = PoissonSampler(sampler.n_units, sampler.sampling_rate, generator)
-    return next(step.batches(1))
-
-
-def silo_round_draws(generator, n_records, sampling_rate, noise_size, dtype, units=None):
-    """One silo's draws for one round, in a fixed order: its Poisson batch
-    (sorted row indices), then a standard normal noise row of length
-    ``noise_size`` (None when ``noise_size`` is 0: non-private).
-
-    With ``units`` (the silo's :func:`unit_sampler`) the batch is a Poisson
-    sample of its ``units.n_units`` units at ``units.sampling_rate``, each
-    with all its kept records (grouped by unit), and ``n_records`` and
-    ``sampling_rate`` are not used.
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.fairness.fermi._trainer import SiloDraws
+    >>> from skdp.fairness.fermi.protocol import SiloRandomness
+    >>> draws = SiloDraws(SiloRandomness(0, 0), 1000, 0.05, n_rounds=3)
+    >>> idx, noise = draws.round(2, noise_size=4, dtype=torch.float64)
+    >>> idx.dtype, tuple(noise.shape), draws.chunk_rounds
+    (torch.int64, (4,), 3)
+    >>> again, _ = SiloDraws(SiloRandomness(0, 0), 1000, 0.05, n_rounds=3).round(2, 0, None)
+    >>> bool(torch.equal(idx, again))
+    True
     """
-    if units is None:
-        idx = _poisson_step(PoissonSampler(n_records, sampling_rate, generator))
-    else:
-        idx = _unit_step(units, generator)
-    if not noise_size:
-        return idx, None
-    row = torch.empty(int(noise_size), dtype=dtype, device=generator.device)
-    return idx, normal_(row, generator)
+
+    def __init__(self, randomness, size, sampling_rate, n_rounds, units=None):
+        self.randomness = randomness
+        self.size = int(size)
+        self.sampling_rate = float(sampling_rate)
+        self.n_rounds = int(n_rounds)
+        per_unit = 1 if units is None else int(units.max_records)
+        self.chunk_rounds = max(1, min(self.n_rounds, sampling_chunk_rounds(
+            self.sampling_rate * self.size, per_unit)))
+        self._units = None
+        if units is not None:  # the layout of the units' records, built once
+            self._units = UnitSampler(units, sampling_rate, randomness.sampling(0))
+        self._chunk, self._batches = None, []
+
+    def batch(self, round_index):
+        """The sorted positions (grouped by unit with units) of round
+        ``round_index``'s Poisson batch."""
+        chunk, offset = divmod(int(round_index), self.chunk_rounds)
+        if chunk != self._chunk:
+            self._batches = self._draw_chunk(chunk)
+            self._chunk = chunk
+        return self._batches[offset]
+
+    def _draw_chunk(self, chunk):
+        generator = self.randomness.sampling(chunk)
+        steps = min(self.chunk_rounds, self.n_rounds - chunk * self.chunk_rounds)
+        if steps < 1:
+            raise ValueError(f"round {chunk * self.chunk_rounds} is beyond the run's "
+                             f"{self.n_rounds} rounds.")
+        if self._units is None:
+            sampler = PoissonSampler(self.size, self.sampling_rate, generator, chunk_steps=steps)
+        else:
+            sampler = copy.copy(self._units)
+            sampler.units = PoissonSampler(self._units.n_units, self.sampling_rate, generator,
+                                           chunk_steps=steps)
+        return list(sampler.batches(steps))
+
+    def round(self, round_index, noise_size, dtype):
+        """Round ``round_index``'s batch and standard normal noise row of
+        length ``noise_size`` (None when it is 0: non-private)."""
+        idx = self.batch(round_index)
+        if not noise_size:
+            return idx, None
+        generator = self.randomness.at(round_index)
+        row = torch.empty(int(noise_size), dtype=dtype, device=generator.device)
+        return idx, normal_(row, generator)
 
 
 # ------------------------------------------------------------------ priors
@@ -456,12 +535,13 @@ def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_
     backend : LinearBackend or ModuleBackend
         Holds the broadcast model parameters and the silos' feature rows.
     idx : long tensor of shape (B,)
-        Rows of the sampled records: the silos' batches, concatenated in
-        silo order.
+        Positions of the sampled records in ``data``: the silos' batches,
+        concatenated in silo order.
     batch_silo : long tensor of shape (B,) or None
         Silo of each sampled record, in ``0 .. N - 1`` (None for one silo).
     data : SiloData
-        The silos' per-record tensors (labels, cells).
+        The silos' per-record tensors (labels, cells, weights) and where
+        their rows are in the backend's data.
     broadcast : Broadcast
         ``W`` and the ERMI tables sent by the server.
     config : FermiConfig
@@ -484,13 +564,13 @@ def silo_step(backend, idx, batch_silo, data, broadcast, config, context, noise_
     W = broadcast.W
     n_strata, n_groups, n_classes = W.shape
     n_cells = n_strata * n_groups
-    batch, logits_t = backend.forward(idx)
+    batch, logits_t = backend.forward(data.backend_rows(idx))
     # an extreme record's logits may overflow: keep them finite (NaN -> 0,
     # +-inf -> the largest float) so that its probabilities, W-gradient and
     # monitor terms are finite and bounded like everyone else's
     logits_t = logits_t.nan_to_num(nan=0.0)
     dtype = logits_t.dtype
-    record_weights = backend.batch_weights(idx)  # sample weights, or None
+    record_weights = data.batch_weights(idx)  # sample, class and unit factors, or None
     records = data.records.index_select(1, idx)
     sq_x, inside, onehot_t = records[0], records[1], records[2:]
     cells = data.cells.index_select(0, idx)
@@ -572,6 +652,28 @@ def check_vector(logits_t, y_codes, groups, n_groups, std, generator, weights=No
     -------
     ndarray of shape (n_groups * n_classes**2 + 1,)
     """
+    return _noisy(_check_sums(logits_t, y_codes, groups, n_groups, weights), std, generator)
+
+
+def silo_check(backend, data, start, stop, groups, n_groups, std, generator, weights=None):
+    """:func:`check_vector` of the records at positions ``start .. stop - 1``
+    of ``data`` under the backend's model, computed a block of records at a
+    time (``groups`` of those records; ``weights`` their unit factors or
+    None)."""
+    n_classes = data.records.shape[0] - 2
+    values = torch.zeros(n_groups * n_classes * n_classes + 1, dtype=torch.float64,
+                         device=data.records.device)
+    for a, b in _blocks(start, stop):
+        positions = torch.arange(a, b, device=data.records.device)
+        logits_t = backend.forward(data.backend_rows(positions))[1]
+        labels = data.records[2:, a:b].argmax(0)
+        values += _check_sums(logits_t, labels, groups[a - start:b - start], n_groups,
+                              None if weights is None else weights[a - start:b - start])
+    return _noisy(values, std, generator)
+
+
+def _check_sums(logits_t, y_codes, groups, n_groups, weights=None):
+    """The exact values of :func:`check_vector` (float64 tensor)."""
     n_classes = logits_t.shape[0]
     logits = logits_t.T.double().nan_to_num(nan=0.0)
     log_p = torch.log_softmax(logits, dim=1)
@@ -583,7 +685,12 @@ def check_vector(logits_t, y_codes, groups, n_groups, std, generator, weights=No
     losses = (-log_p.gather(1, y_codes[:, None])[:, 0]).nan_to_num(
         nan=CHECK_LOSS_BOUND, posinf=CHECK_LOSS_BOUND).clamp(0.0, CHECK_LOSS_BOUND)
     losses = weigh(losses, weights)
-    values = torch.cat([counts, (losses.sum() / CHECK_LOSS_BOUND)[None]])
+    return torch.cat([counts, (losses.sum() / CHECK_LOSS_BOUND)[None]])
+
+
+def _noisy(values, std, generator):
+    """``values`` plus Gaussian noise of standard deviation ``std`` (None:
+    none), as a numpy array."""
     if std is not None:
         values = values + gaussian_noise(values, std, generator).to(values.device)
     return values.cpu().numpy()
@@ -659,17 +766,19 @@ class SiloWorker:
     The in-process per-silo pass (``InProcessSilos(batched=False)``) and a
     remote silo (:class:`skdp.federated.FermiSilo`, in a Flower simulation
     or deployment) both hold one worker per silo and call :meth:`round`.
-    The worker owns its rows and parameters (its own allocations, whatever
-    the caller's memory layout), rebuilds the broadcast tables from ``W``
-    and the priors itself, and computes under one torch thread, so on one
-    machine a silo's messages are the same bits in every engine (a float
-    reduction split over threads is summed in an order that depends on
-    their number).
+    The worker reads its records' rows where they are (a batch is gathered
+    into a fresh tensor each round, so the caller's memory layout does not
+    matter and the data is never copied), owns its parameters, rebuilds the
+    broadcast tables from ``W`` and the priors itself, and computes under
+    one torch thread, so on one machine a silo's messages are the same bits
+    in every engine (a float reduction split over threads is summed in an
+    order that depends on their number).
 
     Parameters
     ----------
-    X : tensor of shape (n_records, n_features)
-        The silo's features (copied).
+    X : tensor of shape (n_rows, n_features)
+        Features: the silo's records (read, not copied), or a larger table
+        that holds them at ``rows``.
     onehot : tensor of shape (n_records, n_classes)
         One-hot labels.
     cells : long tensor of shape (n_records,)
@@ -683,65 +792,53 @@ class SiloWorker:
         times the unit factors of ``units``.
     units : skdp.privacy.UnitBounds or None
         The silo's privacy units (its own codes), with the records each
-        keeps: batches are then Poisson samples of units, and the model
-        check weighs each record by its unit factor.
+        keeps: the model check weighs each record by its unit factor (the
+        batches come from the caller's :class:`SiloDraws`).
+    rows : long tensor of shape (n_records,) or None
+        The row of ``X`` of each record; None: record ``i`` is row ``i``.
     """
 
     def __init__(self, X, onehot, cells, n_cells, module, groups=None, weights=None,
-                 units=None):
+                 units=None, rows=None):
         with one_torch_thread():
-            X = X.clone(memory_format=torch.contiguous_format)
             module = None if module is None else copy.deepcopy(module)
             self.backend = make_backend(X, onehot.shape[1], module)
-            if weights is not None:
-                self.backend.record_weights = weights.clone()
-            self.data = SiloData.build(backend=self.backend, onehot=onehot.clone(),
-                                       cells=cells.clone(), n_cells=n_cells)
-            self.y_codes = onehot.argmax(1)
-            self.groups = (torch.zeros_like(self.y_codes) if groups is None
-                           else torch.as_tensor(groups, device=X.device).clone())
-        self.n_records = int(X.shape[0])
+            self.data = SiloData.build(self.backend, onehot, cells, n_cells,
+                                       weights=weights, rows=rows)
+            self.groups = (torch.zeros(onehot.shape[0], dtype=torch.long, device=X.device)
+                           if groups is None else torch.as_tensor(groups, device=X.device))
+        self.n_records = int(onehot.shape[0])
         self.dtype, self.device = X.dtype, X.device
         self.units = units
         self.unit_factors = None
         if units is not None:
             self.unit_factors = torch.as_tensor(units.factors, dtype=torch.float64,
                                                 device=X.device)
-        self._sampler = None
 
-    def _unit_sampler(self, sampling_rate):
-        """The sampler over this silo's units at ``sampling_rate`` (built
-        once), or None without units."""
-        if self.units is None:
-            return None
-        if self._sampler is None or self._sampler.sampling_rate != float(sampling_rate):
-            self._sampler = unit_sampler(self.units, sampling_rate, self.device)
-        return self._sampler
+    def _set_parameters(self, params):
+        for p, value in zip(self.backend.parameters, params, strict=True):
+            p.copy_(torch.as_tensor(value, dtype=self.dtype, device=self.device))
 
     @torch.no_grad()
     def check(self, generator, params, n_groups, std):
         """This silo's noisy check of the returned model ``params``: see
         :func:`check_vector`; noise of standard deviation ``std`` (None:
         exact) drawn from ``generator``."""
-        def tensor(value):
-            return torch.as_tensor(value, dtype=self.dtype, device=self.device)
-
         with one_torch_thread():
-            for p, value in zip(self.backend.parameters, params, strict=True):
-                p.copy_(tensor(value))
-            _, logits_t = self.backend.forward(torch.arange(self.n_records, device=self.device))
-            return check_vector(logits_t, self.y_codes, self.groups, n_groups, std, generator,
-                                self.unit_factors)
+            self._set_parameters(params)
+            return silo_check(self.backend, self.data, 0, self.n_records, self.groups, n_groups,
+                              std, generator, self.unit_factors)
 
     @torch.no_grad()
-    def round(self, generator, params, W, priors, config):
+    def round(self, draws, round_index, params, W, priors, config):
         """The silo's noisy messages of one round.
 
         Parameters
         ----------
-        generator : torch.Generator or SecureGenerator
-            The round's source of sampling and noise
-            (:meth:`SiloRandomness.at`).
+        draws : SiloDraws
+            The silo's draws in this run: round ``round_index``'s batch and
+            noise.
+        round_index : int
         params : sequence of tensors or arrays
             The broadcast model parameters, aligned with the backend's.
         W : tensor or array of shape (M, k, l)
@@ -758,21 +855,18 @@ class SiloWorker:
             return torch.as_tensor(value, dtype=self.dtype, device=self.device)
 
         with one_torch_thread():
-            for p, value in zip(self.backend.parameters, params, strict=True):
-                p.copy_(tensor(value))
+            self._set_parameters(params)
             broadcast = Broadcast(tensor(W).clone(), tensor(priors).rsqrt()).refresh()
             context = SiloContext(config, len(self.backend.parameters), self.dtype, self.device)
             size = message_size(self.backend.parameters, broadcast.W) if config.noise.private else 0
-            rate = config.sampling_rates[0]
-            idx, row = silo_round_draws(generator, self.n_records, rate, size, self.dtype,
-                                        self._unit_sampler(rate))
+            idx, row = draws.round(round_index, size, self.dtype)
             return silo_step(self.backend, idx, None, self.data, broadcast, config, context,
                              None if row is None else row[None])
 
 
 class InProcessSilos:
-    """All silos in this process: each round, each silo draws its batch and
-    noise from its own :class:`SiloRandomness` at that round.
+    """All silos in this process: each silo draws its batches and noise
+    from its own :class:`SiloRandomness` (through a :class:`SiloDraws`).
 
     With ``batched=True`` (the default) the silos' messages are computed in
     one tensor pass over their concatenated batches, each silo with its own
@@ -785,8 +879,10 @@ class InProcessSilos:
     ----------
     backend : LinearBackend or ModuleBackend
         The server's model (shared: the silos read the parameters the server
-        has just updated) on all rows, silos in contiguous blocks.
+        has just updated) on the rows ``X``.
     onehot : tensor of shape (n, l)
+        One-hot labels of the records, silos in contiguous blocks
+        (``config.rows_per_silo``).
     cells : long tensor of shape (n,)
     n_cells : int
     config : FermiConfig
@@ -800,52 +896,55 @@ class InProcessSilos:
         Poisson samples of units (``config.silo_sizes`` count units,
         ``config.record_sizes`` records), and the model check weighs each
         record by its unit factor.
+    weights : tensor of shape (n,) or None
+        Factors in [0, 1] of the records (sample weights, class and unit
+        factors).
+    rows : long tensor of shape (n,) or None
+        The row of the backend's data (and of ``X``) of each record; None:
+        record ``i`` is row ``i``.
+    X : tensor of shape (n_rows, n_features) or None
+        The rows the backend was built on; needed with ``batched=False``
+        (each worker reads its records there).
     """
 
     def __init__(self, backend, onehot, cells, n_cells, config, randomness, batched=True,
-                 priors=None, groups=None, units=None):
+                 priors=None, groups=None, units=None, weights=None, rows=None, X=None):
         self.backend = backend
         self.config = config
         self.randomness = randomness
         self.dtype = onehot.dtype
-        self.y_codes = onehot.argmax(1)
-        self.groups = torch.zeros_like(self.y_codes) if groups is None else groups
+        self.groups = (torch.zeros(onehot.shape[0], dtype=torch.long, device=onehot.device)
+                       if groups is None else groups)
         self.batched = batched
         self.noise_size = None
-        self.units = units
         self.unit_factors = [None] * config.n_silos
-        self.samplers = [None] * config.n_silos
-        if units is not None:
+        units = [None] * config.n_silos if units is None else units
+        if units[0] is not None:
             self.unit_factors = [torch.as_tensor(u.factors, dtype=torch.float64,
                                                  device=onehot.device) for u in units]
-            self.samplers = [unit_sampler(u, q, onehot.device)
-                             for u, q in zip(units, config.sampling_rates)]
+        self.draws = [SiloDraws(rng, n, q, config.n_rounds, silo_units)
+                      for rng, n, q, silo_units in zip(randomness, config.silo_sizes,
+                                                       config.sampling_rates, units)]
+        self.bounds = np.concatenate([[0], np.cumsum(config.rows_per_silo)]).tolist()
         if self.batched:
             # all silos in one tensor pass: each still draws its batch and
             # noise from its own generator; only the arithmetic is shared
-            sizes = torch.tensor(config.rows_per_silo, device=onehot.device)
-            self.offsets = (torch.cumsum(sizes, 0) - sizes).tolist()
-            self.silo_of = None
-            if config.n_silos > 1:
-                self.silo_of = torch.repeat_interleave(
-                    torch.arange(config.n_silos, device=onehot.device), sizes)
-            self.all_data = SiloData.build(backend, onehot, cells, n_cells)
+            self.all_data = SiloData.build(backend, onehot, cells, n_cells, weights, rows)
             self.all_context = SiloContext(config, len(backend.parameters), self.dtype,
                                            onehot.device)
             return
-        if priors is None:
-            raise ValueError("InProcessSilos(batched=False) needs the broadcast priors.")
+        if priors is None or X is None:
+            raise ValueError("InProcessSilos(batched=False) needs the broadcast priors and "
+                             "the rows X.")
         self.priors = priors
-        rows = backend._rows[:, :-1] if isinstance(backend, LinearBackend) else backend.inputs
         module = getattr(backend, "module", None)
-        bounds = np.concatenate([[0], np.cumsum(config.rows_per_silo)]).tolist()
-        weights = backend.record_weights
-        units = [None] * config.n_silos if units is None else units
-        self.workers = [SiloWorker(rows[a:b], onehot[a:b], cells[a:b], n_cells, module,
-                                   groups=self.groups[a:b],
-                                   weights=None if weights is None else weights[a:b],
-                                   units=silo_units)
-                        for a, b, silo_units in zip(bounds[:-1], bounds[1:], units)]
+        self.workers = []
+        for a, b, silo_units in zip(self.bounds[:-1], self.bounds[1:], units):
+            silo_X, silo_rows = (X[a:b], None) if rows is None else (X, rows[a:b])
+            self.workers.append(SiloWorker(
+                silo_X, onehot[a:b], cells[a:b], n_cells, module, groups=self.groups[a:b],
+                weights=None if weights is None else weights[a:b], units=silo_units,
+                rows=silo_rows))
         self.configs = [_silo_config(config, j) for j in range(config.n_silos)]
 
     @torch.no_grad()
@@ -857,19 +956,17 @@ class InProcessSilos:
         if not self.batched:
             return [worker.check(gen, self.backend.parameters, n_groups, std)
                     for worker, gen, std in zip(self.workers, draws, stds)]
-        n = sum(self.config.rows_per_silo)
-        _, logits_t = self.backend.forward(torch.arange(n, device=self.y_codes.device))
-        bounds = np.concatenate([[0], np.cumsum(self.config.rows_per_silo)]).tolist()
-        return [check_vector(logits_t[:, a:b], self.y_codes[a:b], self.groups[a:b], n_groups,
-                             std, gen, factors)
+        bounds = self.bounds
+        return [silo_check(self.backend, self.all_data, a, b, self.groups[a:b], n_groups, std,
+                           gen, factors)
                 for a, b, gen, std, factors in zip(bounds[:-1], bounds[1:], draws, stds,
                                                    self.unit_factors)]
 
     def __call__(self, step, broadcast):
         if not self.batched:
             messages = [
-                worker.round(rng.at(step), self.backend.parameters, broadcast.W, self.priors, one)
-                for worker, one, rng in zip(self.workers, self.configs, self.randomness)
+                worker.round(draws, step, self.backend.parameters, broadcast.W, self.priors, one)
+                for worker, one, draws in zip(self.workers, self.configs, self.draws)
             ]
             return stack_messages(messages)
         config = self.config
@@ -877,19 +974,18 @@ class InProcessSilos:
             self.noise_size = (
                 message_size(self.backend.parameters, broadcast.W) if config.noise.private else 0
             )
-        draws = [
-            silo_round_draws(rng.at(step), n, q, self.noise_size, self.dtype, sampler)
-            for n, q, rng, sampler in zip(config.silo_sizes, config.sampling_rates,
-                                          self.randomness, self.samplers)
-        ]
-        rows = None if draws[0][1] is None else torch.stack([d[1] for d in draws])
-        if self.silo_of is None:
-            return silo_step(self.backend, draws[0][0], None, self.all_data, broadcast, config,
-                             self.all_context, rows)
-        idx = torch.cat([d[0] + offset for d, offset in zip(draws, self.offsets)])
-        return silo_step(self.backend, idx, self.silo_of.index_select(0, idx),
-                         self.all_data, broadcast, config, self.all_context, rows,
-                         [d[0].numel() for d in draws])
+        drawn = [draws.round(step, self.noise_size, self.dtype) for draws in self.draws]
+        noise_rows = None if drawn[0][1] is None else torch.stack([d[1] for d in drawn])
+        if config.n_silos == 1:
+            return silo_step(self.backend, drawn[0][0], None, self.all_data, broadcast, config,
+                             self.all_context, noise_rows)
+        idx = torch.cat([d[0] + offset for d, offset in zip(drawn, self.bounds)])
+        segments = [d[0].numel() for d in drawn]
+        # the silo of each sampled record, from the (host-side) batch sizes
+        batch_silo = torch.cat([torch.full((count,), j, dtype=torch.long, device=idx.device)
+                                for j, count in enumerate(segments)])
+        return silo_step(self.backend, idx, batch_silo, self.all_data, broadcast, config,
+                         self.all_context, noise_rows, segments)
 
 
 def stack_messages(messages):

@@ -16,7 +16,8 @@ engine) both import this module, and nothing in it imports either of them:
   check of the returned model (counts of (group, true class, predicted
   class) and its clipped log-loss sum);
 * each silo's randomness (:class:`SiloRandomness`): stateless, seeded from
-  ``(seed, silo, round)`` or drawn from the operating system.
+  ``(seed, silo, round)`` (noise) and ``(seed, silo, chunk of rounds)``
+  (batches), or drawn from the operating system.
 
 How the protocol changes: :data:`PROTOCOL` names the version of the settings
 and messages. A change that alters what a silo computes or releases, or the
@@ -30,7 +31,11 @@ its ``hello`` (``n_units`` in place of ``n_records``, and ``protocol``),
 the settings of such a run carry ``units`` and ``max_records_per_unit``,
 and the silo bounds, samples and weighs by units
 (:func:`silo_unit_bounds`); every release keeps its sensitivity, with
-units in place of records.
+units in place of records. Version 4 draws each silo's Poisson batches a
+chunk of rounds at a time (one host synchronisation per chunk on a GPU) from
+a sampling stream of its own (:meth:`SiloRandomness.sampling`), and each
+round's noise from that round's stream: seeded runs of version 3 and 4 give
+different batches.
 """
 
 import math
@@ -55,7 +60,7 @@ from ._ermi import w_gradient_clip, w_gradient_replace_sensitivity
 PRIVACY_UNITS = ("record", "sensitive_attribute")
 
 #: Version of the public settings a silo accepts (``settings["protocol"]``).
-PROTOCOL = "skdp-dp-fermi/3"
+PROTOCOL = "skdp-dp-fermi/4"
 
 #: Shares of each round's privacy (GDP ``mu^2``) per release: the model
 #: gradient, the W-gradient and the monitoring vector.
@@ -344,17 +349,46 @@ CHECK_ROUND = 2**31 - 1
 #: Round index of a silo's draw of the records each privacy unit keeps.
 UNITS_ROUND = 2**31 - 3
 
+#: Spawn key of the streams of a silo's Poisson batches
+#: (:meth:`SiloRandomness.sampling`).
+_SAMPLING_STREAM = 1
+
+
+#: At most this many rounds of Poisson batches are drawn at once ...
+SAMPLING_CHUNK_ROUNDS = 256
+
+#: ... and about this many sampled records (int64 indices) at most, so that
+#: a chunk of large batches stays small next to the data.
+SAMPLING_CHUNK_RECORDS = 2**21
+
+
+def sampling_chunk_rounds(expected_batch, max_records_per_unit=1):
+    """Rounds per chunk of a silo's Poisson batches: at most
+    :data:`SAMPLING_CHUNK_ROUNDS`, and about :data:`SAMPLING_CHUNK_RECORDS`
+    sampled records per chunk (an expected batch of ``expected_batch``
+    records, or units of at most ``max_records_per_unit`` records each).
+    From public values only, so that every engine cuts the rounds alike.
+
+    >>> from skdp.fairness.fermi.protocol import sampling_chunk_rounds
+    >>> sampling_chunk_rounds(600.0), sampling_chunk_rounds(40000.0)
+    (256, 52)
+    """
+    records = max(1.0, float(expected_batch) * int(max_records_per_unit))
+    return int(max(1, min(SAMPLING_CHUNK_ROUNDS, SAMPLING_CHUNK_RECORDS // math.ceil(records))))
+
 
 class SiloRandomness:
-    """One silo's source of sampling and noise, round by round.
+    """One silo's source of sampling and noise.
 
-    Seeded (``seed`` an int): round ``r`` of silo ``j`` draws from a torch
-    generator seeded from ``(seed, j, r)`` through numpy's ``SeedSequence``,
-    so a silo needs no state between rounds and every engine (in process,
-    Flower simulation, Flower deployment) draws the same batches and noise.
-    ``seed=None``: every round draws from the operating system's CSPRNG
-    (:class:`~skdp.privacy.SecureGenerator`); nothing can replay it, not even
-    the server.
+    Seeded (``seed`` an int): the noise of round ``r`` of silo ``j`` comes
+    from a torch generator seeded from ``(seed, j, r)`` (:meth:`at`), and
+    the Poisson batches of chunk ``c`` of its rounds from one seeded from
+    ``(seed, j, c)`` in another stream (:meth:`sampling`), both through
+    numpy's ``SeedSequence``, so a silo needs no state between rounds and
+    every engine (in process, Flower simulation, Flower deployment) draws
+    the same batches and noise. ``seed=None``: every draw comes from the
+    operating system's CSPRNG (:class:`~skdp.privacy.SecureGenerator`);
+    nothing can replay it, not even the server.
 
     Parameters
     ----------
@@ -381,6 +415,7 @@ class SiloRandomness:
         self.device = torch.device(device)
         self._secure = SecureGenerator(self.device) if self.seed is None else None
         self._generator = None
+        self._sampling_generator = None
 
     @property
     def secure(self):
@@ -400,6 +435,22 @@ class SiloRandomness:
         # stream is not
         self._generator.manual_seed(int(state >> np.uint64(1)))
         return self._generator
+
+    def sampling(self, chunk_index):
+        """The generator of the Poisson batches of chunk ``chunk_index`` of
+        the rounds (:func:`sampling_chunk_rounds` rounds each): a stream of
+        its own, apart from every stream of :meth:`at` (numpy keys it by a
+        spawn key, which pads the entropy so that it matches no key
+        without one)."""
+        if self._secure is not None:
+            return self._secure
+        state = np.random.SeedSequence(
+            [self.seed, self.silo], spawn_key=(_SAMPLING_STREAM, int(chunk_index))
+        ).generate_state(1, dtype=np.uint64)[0]
+        if self._sampling_generator is None:
+            self._sampling_generator = torch.Generator(device=self.device)
+        self._sampling_generator.manual_seed(int(state >> np.uint64(1)))
+        return self._sampling_generator
 
 
 def silo_randomness(seed, n_silos, device="cpu"):
