@@ -18,6 +18,7 @@ from skdp import (
     DPBilevelRidge,
     DPDROClassifier,
     DPDRORegressor,
+    DPFERMIClassifier,
     DPRateConstrainedClassifier,
     DPSGDClassifier,
     DPSGDRegressor,
@@ -131,6 +132,10 @@ def _fair():
     return X.astype(np.float32), y, groups
 
 
+def _fermi():
+    return DPFERMIClassifier(epsilon=1.0, class_weight="balanced", random_state=0)
+
+
 def _dro(algorithm, divergence="chi2"):
     return DPDROClassifier(epsilon=1.0, algorithm=algorithm, divergence=divergence,
                            random_state=0)
@@ -150,6 +155,7 @@ CASES = {
     "dro, double spider": (lambda: _dro("double_spider"), lambda: _fair()[:2]),
     "dro, recursive spider": (lambda: _dro("recursive_spider", "kl"), lambda: _fair()[:2]),
     "dro regressor": (lambda: DPDRORegressor(epsilon=1.0, random_state=0), _regression),
+    "fermi, one silo, balanced": (_fermi, _fair),
 }
 
 
@@ -238,13 +244,18 @@ def _steps(fitted):
     return getattr(fitted, "n_steps_", None) or fitted.n_iter_
 
 
+def _batch(fitted):
+    """The expected batch size (DP-FERMI: of each silo)."""
+    return getattr(fitted, "batch_size_", None) or fitted.batch_sizes_.tolist()
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_same_privacy_as_the_single_process_fit(name, parallel, single_fits):
     single, dist_fit, _, _ = _single_and_parallel(name, parallel, single_fits)
     assert dist_fit.epsilon_ == single.epsilon_
     assert repr(dist_fit.dp_event_) == repr(single.dp_event_)
     assert _steps(dist_fit) == _steps(single)
-    assert dist_fit.batch_size_ == single.batch_size_
+    assert _batch(dist_fit) == _batch(single)
     assert dist_fit.privacy_report_.summary() == single.privacy_report_.summary()
 
 
@@ -282,6 +293,21 @@ def test_a_rank_without_a_group_checks_every_group(parallel, single_fits):
                                               single_fits)
     assert list(dist_fit.groups_) == ["a", "b"]
     assert dist_fit.prediction_counts_.shape == single.prediction_counts_.shape == (2, 2, 2)
+
+
+def test_fermi_releases_are_the_single_process_releases(parallel, single_fits):
+    """One silo over the ranks: one public size, the single-process noisy
+    priors and class counts, and per round the same noisy monitor (so the
+    same batches and noise)."""
+    single, dist_fit, _, _ = _single_and_parallel("fermi, one silo, balanced", parallel,
+                                              single_fits)
+    np.testing.assert_array_equal(dist_fit.silo_sizes_, [4000])
+    np.testing.assert_allclose(dist_fit.group_priors_, single.group_priors_, rtol=1e-12)
+    np.testing.assert_allclose(dist_fit.class_weight_, single.class_weight_, rtol=1e-12)
+    for key in ("loss", "fairness", "clipped_fraction"):
+        np.testing.assert_allclose(dist_fit.history_[key], single.history_[key], rtol=1e-4,
+                                   atol=1e-5)
+    np.testing.assert_allclose(dist_fit.W_, single.W_, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -337,8 +363,8 @@ def test_launch_raises_the_first_error_and_stops_every_process():
 
 def test_unsupported_estimators_and_arguments_are_refused():
     assert set(supported_estimators()) == {
-        "DPDROClassifier", "DPDRORegressor", "DPRateConstrainedClassifier", "DPSGDClassifier",
-        "DPSGDRegressor"}
+        "DPDROClassifier", "DPDRORegressor", "DPFERMIClassifier", "DPRateConstrainedClassifier",
+        "DPSGDClassifier", "DPSGDRegressor"}
     X, y = _regression()
     with pytest.raises(ValueError, match="initialised torch.distributed process group"):
         fit_data_parallel(_regressor(), X, y)
@@ -351,3 +377,15 @@ def test_unsupported_estimators_and_arguments_are_refused():
         launch(DPBilevelRidge(), X, y)
     with pytest.raises(ValueError, match="unit_ids .* are not supported in data-parallel"):
         launch(_regressor(), X, y, unit_ids=np.arange(len(y)) // 2)
+
+
+@pytest.mark.parametrize(("params", "fit_params", "match"), [
+    ({}, {"silo_ids": np.arange(4000) % 2}, "silo_ids .* are not supported in data-parallel"),
+    ({"silo_column": 0}, {}, "silo_ids .*silo_column.* are not supported in data-parallel"),
+    ({"engine": "flower-simulation"}, {}, "engine='flower-simulation' is not supported"),
+    ({}, {"unit_ids": np.arange(4000) // 2}, "unit_ids .* are not supported in data-parallel"),
+])
+def test_fermi_trains_one_silo_in_process(params, fit_params, match):
+    X, y, groups = _fair()
+    with pytest.raises(ValueError, match=match):
+        launch(DPFERMIClassifier(**params), X, y, sensitive_features=groups, **fit_params)

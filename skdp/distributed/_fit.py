@@ -102,6 +102,27 @@ def _check_estimator(estimator, fit_params):
             f"{name} with unit_ids in one process, or drop them (the guarantee is then per "
             "record)."
         )
+    _check_one_silo(estimator, fit_params)
+
+
+def _check_one_silo(estimator, fit_params):
+    """A ValueError for the silo settings of DP-FERMI: a data-parallel fit
+    trains one silo spread over the ranks, in process."""
+    name = type(estimator).__name__
+    if fit_params.get("silo_ids") is not None or getattr(estimator, "silo_column", None) is not None:
+        raise ValueError(
+            f"silo_ids (or silo_column) are not supported in data-parallel fits: "
+            f"fit_data_parallel trains {name} on one silo whose rows are spread over the "
+            "ranks. Drop silo_ids, or train several silos with a federated engine "
+            "(skdp.federated) or in one process."
+        )
+    engine = getattr(estimator, "engine", "inprocess")
+    if engine != "inprocess":
+        raise ValueError(
+            f"engine={engine!r} is not supported in data-parallel fits: the ranks exchange "
+            f"the sums themselves; set engine='inprocess' on {name}, or train the silos "
+            "with the federated engine without fit_data_parallel."
+        )
 
 
 def _shard_facts(estimator, X, y, fit_params):

@@ -18,7 +18,7 @@ from ..._base import (
     split_sensitive_columns,
 )
 from ..._groups import _is_dataframe, encode_groups, select_columns
-from ...privacy import compose_reports, silo_summary
+from ...privacy import compose_reports, current_communicator, silo_summary
 from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
 from ._server import FermiRun, LocalSilos, engine, train_on_silos
 from ._trainer import SCHEDULES
@@ -385,6 +385,9 @@ class DPFERMIClassifier(BaseDPClassifier):
     # trained by its own protocol (silos), without the calibration release
     _score_calibration = None
 
+    #: Trained by :func:`skdp.distributed.fit_data_parallel` (one silo).
+    _data_parallel = True
+
     _parameter_constraints = {
         **{
             key: value for key, value in BaseDPClassifier._parameter_constraints.items()
@@ -710,6 +713,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         n_groups = 1 if self.groups_ is None else len(self.groups_)
         n_strata = n_classes if self.fairness == "equalized_odds" else 1
         _, seed, device = self._make_generator()
+        seed = current_communicator().share(seed)  # data-parallel: the root's model
         silo_seed = None if (self.random_state is None or self.secure_rng) else seed
         public = None
         if not self._private_priors():

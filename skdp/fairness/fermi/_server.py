@@ -32,6 +32,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, replace
+from functools import partial
 from numbers import Integral
 
 import numpy as np
@@ -39,7 +40,13 @@ import torch
 
 from ..._training import training_threads
 from ...models import LinearBackend
-from ...privacy import PrivacyBudgetError, balanced_class_weights, gaussian_noise
+from ...privacy import (
+    LocalCommunicator,
+    PrivacyBudgetError,
+    balanced_class_weights,
+    current_communicator,
+    gaussian_noise,
+)
 from ._ermi import default_w_radius, fairness_strata, record_cells, w_gradient_clip
 from ._trainer import (
     FermiConfig,
@@ -471,6 +478,14 @@ class LocalSilos:
         ``group_codes``, ``weights``, ``units``: silos in contiguous blocks)
         are not in the order of ``X_t``'s rows: an index, so that ``X_t`` is
         never reordered (copied). None: record ``i`` is row ``i``.
+
+    Notes
+    -----
+    In a data-parallel fit (:func:`~skdp.privacy.current_communicator`)
+    the rows here are this rank's share of one silo: the silo's public size
+    is the number of rows over all ranks, its noisy counts are summed over
+    the ranks before the root's noise, and the rounds and the model check
+    are those of :class:`~skdp.fairness.fermi._trainer.InProcessSilos`.
     """
 
     def __init__(self, X_t, y_codes, group_codes, sizes, fairness, n_classes, n_groups,
@@ -481,6 +496,9 @@ class LocalSilos:
         self.groups_t = torch.as_tensor(group_codes, dtype=torch.long, device=device)
         self.record_sizes = [int(s) for s in sizes]
         self.per_unit = units is not None
+        self.comm = current_communicator()
+        if self.comm.distributed and len(sizes) == 1:  # the silo over all ranks
+            sizes = [self.comm.total(self.record_sizes[0])]
         self.unit_codes, self.sizes = (None, sizes) if units is None else units
         self.unit_bounds = None
         strata, n_strata = fairness_strata(fairness, y_codes, n_classes)
@@ -502,7 +520,8 @@ class LocalSilos:
         if settings["private_priors"]:
             std = reports[0].scale("group_counts")  # equal for every silo
             counts = silo_group_counts(self.cells_t, self.record_sizes, self.n_cells, std,
-                                       self.randomness, weights=self.weights).cpu().numpy()
+                                       self.randomness, weights=self.weights,
+                                       comm=self.comm).cpu().numpy()
         replies = [{"report": r, "epsilon": r.epsilon, "counts": c}
                    for r, c in zip(reports, counts)]
         if settings.get("class_counts", False):
@@ -514,7 +533,7 @@ class LocalSilos:
                 report = reply["report"]
                 std = report.scale("class_counts") if "class_counts" in report.noise else None
                 reply["class_counts"] = silo_class_counts(
-                    labels, self.n_classes, std, rng.at(CLASS_COUNTS_ROUND), weights)
+                    labels, self.n_classes, std, rng.at(CLASS_COUNTS_ROUND), weights, self.comm)
         return replies
 
     def _bound_units(self, settings):
@@ -546,7 +565,7 @@ class LocalSilos:
         return make_backend(self.X_t, n_classes)
 
     def exchange(self, backend, config, priors):
-        if self.per_unit:  # the rows' layout: records per silo
+        if self.per_unit or self.comm.distributed:  # the rows' layout: records per silo here
             config = replace(config, record_sizes=tuple(self.record_sizes))
         labels = torch.as_tensor(self.y_codes, dtype=torch.long, device=self.device)
         onehot = torch.zeros((len(labels), self.n_classes), dtype=self.X_t.dtype,
@@ -562,23 +581,31 @@ class LocalSilos:
         return self.silos.check(n_groups, stds)
 
 
-def silo_class_counts(labels, n_classes, std, generator, weights=None):
+def silo_class_counts(labels, n_classes, std, generator, weights=None, comm=None):
     """One silo's class counts, with Gaussian noise of standard deviation
     ``std`` drawn from ``generator`` (the silo's stream at
     ``CLASS_COUNTS_ROUND``); exact when ``std`` is None (no privacy, or the
     labels are public under the sensitive-attribute unit). With ``weights``
     (unit factors, summing to at most 1 over a unit) each record adds its
     factor: one unit moves the counts by at most 1, as one record does.
+    In a data-parallel fit (``comm``) the ranks' counts are summed before
+    the root adds the noise.
 
     Returns
     -------
     ndarray of shape (n_classes,)
     """
     counts = np.bincount(labels, weights=weights, minlength=n_classes).astype(np.float64)
+    noise = None
     if std is not None:
-        noise = gaussian_noise(torch.zeros(n_classes, dtype=torch.float64), std, generator)
-        counts = counts + noise.cpu().numpy()
-    return counts
+        noise = partial(_numpy_noise, n_classes, std, generator)
+    return (LocalCommunicator() if comm is None else comm).release(counts, noise)
+
+
+def _numpy_noise(size, std, generator):
+    """``size`` Gaussian values of standard deviation ``std`` from
+    ``generator``, as a float64 ndarray."""
+    return gaussian_noise(torch.zeros(size, dtype=torch.float64), std, generator).cpu().numpy()
 
 
 #: Engines besides ``"inprocess"``, registered by the packages that provide

@@ -13,6 +13,12 @@ The loop is split the way a federated deployment splits it:
 * :func:`server_step` -- the server's size-weighted average of the messages,
   a descent step on the model and a projected ascent step on ``W``.
 
+Data-parallel (:mod:`skdp.distributed`, one silo whose rows are spread over
+the ranks): the root draws the silo's batches of global positions and its
+noise; each rank computes the sums of its own sampled records, and the
+messages, group counts and model check are summed over the ranks with the
+root's noise in them once (:class:`InProcessSilos`).
+
 Sample weights (in process): the records' weight factors (in [0, 1],
 :class:`SiloData`) multiply every per-record term after it is bounded -- the clipped
 model gradient, the clipped W-gradient, the monitoring terms and the group
@@ -41,6 +47,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import torch
@@ -48,7 +55,15 @@ from torch.func import functional_call, grad, vmap
 
 from ..._training import TailAverage, make_optimizer, one_torch_thread
 from ...models._backends import LinearBackend, make_backend
-from ...privacy import PoissonSampler, UnitSampler, clip_factors, gaussian_noise, weigh
+from ...privacy import (
+    LocalCommunicator,
+    PoissonSampler,
+    UnitSampler,
+    clip_factors,
+    current_communicator,
+    gaussian_noise,
+    weigh,
+)
 from ...privacy._random import normal_
 from ._ermi import project_frobenius, w_gradient_from_sums
 from .protocol import (
@@ -63,6 +78,9 @@ from .protocol import (
 )
 
 SCHEDULES = ("constant", "cosine", "step")
+
+#: The communicator of a silo whose records are all in this process.
+_LOCAL = LocalCommunicator()
 
 
 # ------------------------------------------------------------------ config
@@ -116,7 +134,9 @@ class FermiConfig:
     verbose : int
     record_sizes : tuple of int or None
         Records per silo when the silos' sizes count units (in process, the
-        layout of the rows); None when they count records.
+        layout of the rows), or this rank's records of the one silo in a
+        data-parallel fit (the silo's size counts every rank's); None when
+        they count the records held here.
     """
 
     n_rounds: int
@@ -263,6 +283,11 @@ class SiloDraws:
     units : skdp.privacy.UnitBounds or None
         The silo's privacy units: each batch is a Poisson sample of units,
         each with all its kept records (grouped by unit).
+    comm : LocalCommunicator or None, default=None
+        In a data-parallel fit (one silo spread over the ranks), the
+        communicator: the root draws each chunk of batches of global
+        positions and every rank keeps those of its own records. None: the
+        silo's records are all here.
 
     Examples
     --------
@@ -278,8 +303,9 @@ class SiloDraws:
     True
     """
 
-    def __init__(self, randomness, size, sampling_rate, n_rounds, units=None):
+    def __init__(self, randomness, size, sampling_rate, n_rounds, units=None, comm=None):
         self.randomness = randomness
+        self.comm = _LOCAL if comm is None else comm
         self.size = int(size)
         self.sampling_rate = float(sampling_rate)
         self.n_rounds = int(n_rounds)
@@ -307,7 +333,8 @@ class SiloDraws:
             raise ValueError(f"round {chunk * self.chunk_rounds} is beyond the run's "
                              f"{self.n_rounds} rounds.")
         if self._units is None:
-            sampler = PoissonSampler(self.size, self.sampling_rate, generator, chunk_steps=steps)
+            sampler = self.comm.shard(
+                PoissonSampler(self.size, self.sampling_rate, generator, chunk_steps=steps))
         else:
             sampler = copy.copy(self._units)
             sampler.units = PoissonSampler(self._units.n_units, self.sampling_rate, generator,
@@ -316,9 +343,10 @@ class SiloDraws:
 
     def round(self, round_index, noise_size, dtype):
         """Round ``round_index``'s batch and standard normal noise row of
-        length ``noise_size`` (None when it is 0: non-private)."""
+        length ``noise_size`` (None when it is 0: non-private, and on the
+        ranks of a data-parallel fit other than the root)."""
         idx = self.batch(round_index)
-        if not noise_size:
+        if not noise_size or not self.comm.is_root:
             return idx, None
         generator = self.randomness.at(round_index)
         row = torch.empty(int(noise_size), dtype=dtype, device=generator.device)
@@ -326,7 +354,8 @@ class SiloDraws:
 
 
 # ------------------------------------------------------------------ priors
-def silo_group_counts(cells, silo_sizes, n_cells, noise_std, randomness, weights=None):
+def silo_group_counts(cells, silo_sizes, n_cells, noise_std, randomness, weights=None,
+                      comm=None):
     """Each silo's histogram of records per cell, plus its own Gaussian noise.
 
     Parameters
@@ -343,21 +372,31 @@ def silo_group_counts(cells, silo_sizes, n_cells, noise_std, randomness, weights
     weights : tensor of shape (n,) or None
         Sample-weight (and unit) factors in [0, 1] (weighted counts:
         sensitivity 1 still); None counts records.
+    comm : LocalCommunicator or None, default=None
+        In a data-parallel fit (one silo), the communicator: the counts of
+        the ranks' records are summed and the root adds the noise once.
 
     Returns
     -------
     tensor of shape (n_silos, n_cells)
     """
+    comm = _LOCAL if comm is None else comm
     rows = []
     blocks = [None] * len(silo_sizes) if weights is None else weights.split(list(silo_sizes))
     for block, rng, block_weights in zip(cells.split(list(silo_sizes)), randomness, blocks):
         counts = torch.bincount(block, weights=block_weights,
                                 minlength=n_cells + 1)[:n_cells].to(torch.float64)
+        noise = None
         if noise_std is not None:
-            gen = rng.at(PRIORS_ROUND)
-            counts = counts + gaussian_noise(counts, noise_std, gen).to(counts.device)
-        rows.append(counts)
+            noise = partial(_noise_like, counts, noise_std, rng.at(PRIORS_ROUND))
+        rows.append(comm.release(counts, noise))
     return torch.stack(rows)
+
+
+def _noise_like(values, std, generator):
+    """Gaussian noise of standard deviation ``std`` from ``generator``,
+    shaped like the tensor ``values`` and on its device."""
+    return gaussian_noise(values, std, generator).to(values.device)
 
 
 def priors_from_counts(counts, n_strata, n_groups, floor=1.0):
@@ -655,11 +694,13 @@ def check_vector(logits_t, y_codes, groups, n_groups, std, generator, weights=No
     return _noisy(_check_sums(logits_t, y_codes, groups, n_groups, weights), std, generator)
 
 
-def silo_check(backend, data, start, stop, groups, n_groups, std, generator, weights=None):
+def silo_check(backend, data, start, stop, groups, n_groups, std, generator, weights=None,
+               comm=None):
     """:func:`check_vector` of the records at positions ``start .. stop - 1``
     of ``data`` under the backend's model, computed a block of records at a
     time (``groups`` of those records; ``weights`` their unit factors or
-    None)."""
+    None). In a data-parallel fit (``comm``, one silo) the ranks' sums are
+    added before the root's noise."""
     n_classes = data.records.shape[0] - 2
     values = torch.zeros(n_groups * n_classes * n_classes + 1, dtype=torch.float64,
                          device=data.records.device)
@@ -669,7 +710,7 @@ def silo_check(backend, data, start, stop, groups, n_groups, std, generator, wei
         labels = data.records[2:, a:b].argmax(0)
         values += _check_sums(logits_t, labels, groups[a - start:b - start], n_groups,
                               None if weights is None else weights[a - start:b - start])
-    return _noisy(values, std, generator)
+    return _noisy(values, std, generator, comm)
 
 
 def _check_sums(logits_t, y_codes, groups, n_groups, weights=None):
@@ -688,12 +729,11 @@ def _check_sums(logits_t, y_codes, groups, n_groups, weights=None):
     return torch.cat([counts, (losses.sum() / CHECK_LOSS_BOUND)[None]])
 
 
-def _noisy(values, std, generator):
-    """``values`` plus Gaussian noise of standard deviation ``std`` (None:
-    none), as a numpy array."""
-    if std is not None:
-        values = values + gaussian_noise(values, std, generator).to(values.device)
-    return values.cpu().numpy()
+def _noisy(values, std, generator, comm=None):
+    """``values`` (summed over the ranks of ``comm``, if any) plus Gaussian
+    noise of standard deviation ``std`` (None: none), as a numpy array."""
+    noise = None if std is None else partial(_noise_like, values, std, generator)
+    return (_LOCAL if comm is None else comm).release(values, noise).cpu().numpy()
 
 
 def message_size(parameters, W):
@@ -820,14 +860,15 @@ class SiloWorker:
             p.copy_(torch.as_tensor(value, dtype=self.dtype, device=self.device))
 
     @torch.no_grad()
-    def check(self, generator, params, n_groups, std):
+    def check(self, generator, params, n_groups, std, comm=None):
         """This silo's noisy check of the returned model ``params``: see
         :func:`check_vector`; noise of standard deviation ``std`` (None:
-        exact) drawn from ``generator``."""
+        exact) drawn from ``generator`` (in a data-parallel fit, ``comm``:
+        by the root, once, on the sum over the ranks)."""
         with one_torch_thread():
             self._set_parameters(params)
             return silo_check(self.backend, self.data, 0, self.n_records, self.groups, n_groups,
-                              std, generator, self.unit_factors)
+                              std, generator, self.unit_factors, comm)
 
     @torch.no_grad()
     def round(self, draws, round_index, params, W, priors, config):
@@ -905,6 +946,16 @@ class InProcessSilos:
     X : tensor of shape (n_rows, n_features) or None
         The rows the backend was built on; needed with ``batched=False``
         (each worker reads its records there).
+
+    Notes
+    -----
+    In a data-parallel fit (:func:`~skdp.privacy.current_communicator`) the
+    one silo's records are spread over the ranks: ``config.silo_sizes``
+    counts all of them, ``config.record_sizes`` this rank's. The root draws
+    the batches of global positions and the noise; each rank computes the
+    clipped sums of its own sampled records, and the messages are summed
+    over the ranks with the root's noise in them once, so every rank gets
+    the same messages.
     """
 
     def __init__(self, backend, onehot, cells, n_cells, config, randomness, batched=True,
@@ -917,12 +968,13 @@ class InProcessSilos:
                        if groups is None else groups)
         self.batched = batched
         self.noise_size = None
+        self.comm = _data_parallel_communicator(config, units)
         self.unit_factors = [None] * config.n_silos
         units = [None] * config.n_silos if units is None else units
         if units[0] is not None:
             self.unit_factors = [torch.as_tensor(u.factors, dtype=torch.float64,
                                                  device=onehot.device) for u in units]
-        self.draws = [SiloDraws(rng, n, q, config.n_rounds, silo_units)
+        self.draws = [SiloDraws(rng, n, q, config.n_rounds, silo_units, self.comm)
                       for rng, n, q, silo_units in zip(randomness, config.silo_sizes,
                                                        config.sampling_rates, units)]
         self.bounds = np.concatenate([[0], np.cumsum(config.rows_per_silo)]).tolist()
@@ -946,6 +998,8 @@ class InProcessSilos:
                 weights=None if weights is None else weights[a:b], units=silo_units,
                 rows=silo_rows))
         self.configs = [_silo_config(config, j) for j in range(config.n_silos)]
+        if not self.comm.is_root:  # the root adds the noise
+            self.configs = [replace(one, noise=FermiNoise()) for one in self.configs]
 
     @torch.no_grad()
     def check(self, n_groups, stds):
@@ -954,15 +1008,22 @@ class InProcessSilos:
         a list of vectors (see :func:`check_vector`); ``stds`` per silo."""
         draws = [rng.at(CHECK_ROUND) for rng in self.randomness]
         if not self.batched:
-            return [worker.check(gen, self.backend.parameters, n_groups, std)
+            return [worker.check(gen, self.backend.parameters, n_groups, std, self.comm)
                     for worker, gen, std in zip(self.workers, draws, stds)]
         bounds = self.bounds
         return [silo_check(self.backend, self.all_data, a, b, self.groups[a:b], n_groups, std,
-                           gen, factors)
+                           gen, factors, self.comm)
                 for a, b, gen, std, factors in zip(bounds[:-1], bounds[1:], draws, stds,
                                                    self.unit_factors)]
 
     def __call__(self, step, broadcast):
+        messages = self._messages(step, broadcast)
+        if self.comm.distributed:  # every rank's sums, the root's noise once
+            self.comm.sum_([*messages.theta, messages.w, messages.monitor])
+        return messages
+
+    def _messages(self, step, broadcast):
+        """The silos' messages of round ``step`` from the records held here."""
         if not self.batched:
             messages = [
                 worker.round(draws, step, self.backend.parameters, broadcast.W, self.priors, one)
@@ -986,6 +1047,19 @@ class InProcessSilos:
                                 for j, count in enumerate(segments)])
         return silo_step(self.backend, idx, batch_silo, self.all_data, broadcast, config,
                          self.all_context, noise_rows, segments)
+
+
+def _data_parallel_communicator(config, units):
+    """The fit's communicator; a ValueError when a data-parallel fit has
+    more than one silo or privacy units."""
+    comm = current_communicator()
+    if comm.distributed and (config.n_silos != 1 or units is not None):
+        raise ValueError(
+            "a data-parallel DP-FERMI fit trains one silo spread over the ranks, without "
+            "unit_ids; fit several silos (silo_ids) or unit_ids in one process, or with a "
+            "federated engine."
+        )
+    return comm
 
 
 def stack_messages(messages):
