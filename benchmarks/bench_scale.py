@@ -9,6 +9,10 @@ The table (``--rows`` x 100 float32, synthetic logistic labels ``y``, a
 regression target ``t`` and a binary group ``s`` correlated with a feature)
 is built once and cached under ``--cache`` as ``X.npy`` (read fully into
 memory by the fits) plus ``X.f32`` (a raw float32 memmap, for ``--memmap``).
+With ``--float64`` every fit gets the same table as float64 instead
+(``X64.npy``, written once from ``X.npy``; twice the bytes, and the budget
+is computed from them): skdp trains in float32 and converts each batch as
+it is read, so no float32 copy of the table is made.
 
 Every fit runs in a FRESH subprocess, so the peak is that fit's own:
 
@@ -38,7 +42,7 @@ Usage::
 
     python benchmarks/bench_scale.py [--rows 10000000] [--cache /tmp/skdp_scale]
         [--estimators dpsgd,fermi1,...] [--batch-256] [--memmap] [--max-epochs E]
-        [--device cuda]
+        [--device cuda] [--float64]
 
 (``--estimators`` names: dpsgd, dpsgd_reg, raco, fermi1, fermi3, dro,
 sklearn; default all. ``--device`` is passed to every skdp estimator as
@@ -66,14 +70,27 @@ ESTIMATORS = ("dpsgd", "dpsgd_reg", "raco", "fermi1", "fermi3", "dro", "sklearn"
 def paths(cache, rows):
     folder = Path(cache) / f"n{rows}"
     return {k: folder / f for k, f in (("X", "X.npy"), ("mm", "X.f32"), ("y", "y.npy"),
-                                       ("t", "t.npy"), ("s", "s.npy"))}
+                                       ("t", "t.npy"), ("s", "s.npy"), ("X64", "X64.npy"))}
+
+
+def build_float64_table(cache, rows, block=500_000):
+    """``X64.npy``: ``X.npy`` as float64, written in blocks; a no-op when
+    cached."""
+    p = paths(cache, rows)
+    if p["X64"].exists():
+        return
+    X = np.load(p["X"], mmap_mode="r")
+    X64 = np.lib.format.open_memmap(p["X64"], mode="w+", dtype=np.float64, shape=X.shape)
+    for start in range(0, rows, block):
+        X64[start:start + block] = X[start:start + block]
+    X64.flush()
 
 
 def build_table(cache, rows, seed=0):
     """Write the table in blocks (never more than one float64 block in
     memory); a no-op when cached."""
     p = paths(cache, rows)
-    if all(f.exists() for f in p.values()):
+    if all(f.exists() for key, f in p.items() if key != "X64"):
         return p
     p["X"].parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -184,6 +201,8 @@ def worker(args):
     p = paths(args.cache, args.rows)
     if args.memmap:
         X = np.memmap(p["mm"], mode="r", dtype=np.float32, shape=(args.rows, N_FEATURES))
+    elif args.float64:
+        X = np.load(p["X64"])
     else:
         X = np.load(p["X"])
     y, t, s = np.load(p["y"]), np.load(p["t"]), np.load(p["s"])
@@ -194,7 +213,7 @@ def worker(args):
     out = {"name": name, "base_rss": base, "data": X.nbytes, "side": side}
     if name == "sklearn":
         start = time.perf_counter()
-        X64 = np.asarray(X, dtype=np.float64)  # what sklearn's validation does
+        X64 = np.asarray(X, dtype=np.float64)  # what sklearn's validation does (no-op on float64)
         out["convert_s"] = time.perf_counter() - start
         clf = SGDClassifier(max_iter=1, tol=None, random_state=0)
         start = time.perf_counter()
@@ -239,6 +258,8 @@ def run_one(name, args, memmap=False, batch_256=False):
         cmd.append("--batch-256")
     if args.max_epochs is not None:
         cmd += ["--max-epochs", str(args.max_epochs)]
+    if args.float64:
+        cmd.append("--float64")
     if name != "sklearn":
         cmd += ["--device", args.device]
     start = time.perf_counter()
@@ -281,6 +302,8 @@ def main():
     parser.add_argument("--max-epochs", type=int, default=None)
     parser.add_argument("--device", default="cpu",
                         help="torch device of the skdp estimators (sklearn stays on the CPU)")
+    parser.add_argument("--float64", action="store_true",
+                        help="give every fit the table as float64 (X64.npy) instead of float32")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -295,7 +318,12 @@ def main():
         parser.error(f"unknown estimators {sorted(unknown)}; choose from {ESTIMATORS}")
     start = time.perf_counter()
     build_table(args.cache, args.rows)
-    print(f"table {args.rows} x {N_FEATURES} float32 ({args.rows * N_FEATURES * 4 / GB:.2f} GB) "
+    dtype, itemsize = "float32", 4
+    if args.float64:
+        build_float64_table(args.cache, args.rows)
+        dtype, itemsize = "float64", 8
+    print(f"table {args.rows} x {N_FEATURES} {dtype} "
+          f"({args.rows * N_FEATURES * itemsize / GB:.2f} GB) "
           f"ready in {time.perf_counter() - start:.1f}s under {args.cache}", flush=True)
 
     jobs = [(n, False, False) for n in names if n != "sklearn"]
@@ -316,12 +344,14 @@ def main():
     peer_epoch = peer["train_s"] if peer else None
     header = ["estimator", "fit s", "steps", "batch", "s/epoch", "steps/s", "x sk epoch",
               "peak RSS GB", "peak anon GB", "extra GB", "peak/data", "budget GB", "ok"]
-    print_table(f"Scale: {args.rows:,} x {N_FEATURES} float32, epsilon=1, fresh process per fit, "
+    print_table(f"Scale: {args.rows:,} x {N_FEATURES} {dtype}, epsilon=1, fresh process per fit, "
                 f"skdp on {args.device}",
                 header, [row(r, peer_epoch) for r in results])
     if peer:
-        print(f"\nsklearn SGDClassifier(max_iter=1, tol=None) fits a float64 copy of X "
-              f"(conversion {peer['convert_s']:.1f}s, not in its time but in its peak RSS). "
+        copy = ("fits X as given" if args.float64 else
+                f"fits a float64 copy of X (conversion {peer['convert_s']:.1f}s, not in its "
+                "time but in its peak RSS)")
+        print(f"\nsklearn SGDClassifier(max_iter=1, tol=None) {copy}. "
               f"extra = peak RSS - X - labels/groups - interpreter with imports "
               f"({peer['base_rss'] / GB:.2f} GB); budget = X * 1.25 + 0.5 GB.")
 

@@ -33,7 +33,7 @@ from ._calibration import calibration_counts, fit_score_map
 from ._doc_link import DocLinkMixin
 from ._groups import _is_dataframe, encode_groups, select_columns
 from ._training import training_threads
-from .models import make_backend, make_mlp
+from .models import make_backend, make_mlp, training_rows
 from .privacy import (
     ACCOUNTANTS,
     NEIGHBORING,
@@ -169,17 +169,6 @@ def _is_file_backed(array):
             return True
         array = getattr(array, "base", None)
     return False
-
-
-def _shared_tensor(array):
-    """``torch.from_numpy(array)`` (no copy) for a numeric array, also a
-    read-only one: torch's warning that writing to it would be undefined
-    is moot, since training never writes to its rows."""
-    if array.dtype.kind not in "fiub":
-        return torch.as_tensor(array)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(array)
 
 
 def _row_blocks(n_rows):
@@ -476,14 +465,18 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         return module
 
     def _to_tensor(self, array, device, dtype=torch.float32):
-        """``array`` as a tensor of ``dtype`` on ``device``, sharing its
-        memory where it can.
+        """``array``'s rows to train on in ``dtype`` on ``device``: a
+        :class:`~skdp.models.TrainingRows`, sharing the array's memory where
+        it can.
 
-        A C-contiguous array of ``dtype`` on the CPU -- a ``numpy.memmap``
-        too, read-only or not -- is viewed, not copied (training only reads
-        the rows); anything else is converted. Remembers whether the rows
-        are read from a file (:attr:`_rows_on_disk`), so that the backend
-        gathers batches ahead (:meth:`_make_backend`).
+        A C-contiguous float32 or float64 array on the CPU -- a
+        ``numpy.memmap`` too, read-only or not -- is viewed, not copied
+        (training only reads the rows), and a float64 one is converted a
+        batch at a time as it is read, unless it is small and in memory
+        (:func:`~skdp.models.training_rows`); anything else is converted
+        once. Remembers whether the rows are read from a file
+        (:attr:`_rows_on_disk`), so that the backend gathers batches ahead
+        (:meth:`_make_backend`).
         """
         array = np.ascontiguousarray(array)
         limit = torch.finfo(dtype).max
@@ -495,7 +488,7 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
                 "a scaler or public bounds)."
             )
         self._rows_on_disk = _is_file_backed(array)
-        return _shared_tensor(array).to(device=device, dtype=dtype)
+        return training_rows(array, device, dtype, convert_once=not self._rows_on_disk)
 
     #: Batches gathered ahead on background threads when the training rows
     #: are read from a file (a ``numpy.memmap``): two keep the disk busy

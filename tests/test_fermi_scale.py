@@ -161,7 +161,7 @@ def test_training_rows_are_never_copied_or_gathered_whole(monkeypatch, n_silos):
     forward = LinearBackend.forward
 
     def spy_backend(self, X_t, n_outputs, seed):
-        seen["data"].append(X_t.data_ptr())
+        seen["data"].append(X_t.data.data_ptr())
         return make_backend(self, X_t, n_outputs, seed)
 
     def spy_forward(self, idx):

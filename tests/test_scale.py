@@ -17,8 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import skdp._base as base
+import skdp.models._rows as rows_module
 from skdp import (
     DPDROClassifier,
+    DPFERMIClassifier,
     DPRateConstrainedClassifier,
     DPSGDClassifier,
     DPSGDRegressor,
@@ -48,10 +50,32 @@ def memmap_table(tmp_path):
 
 # ---------------------------------------------------------------- no copies
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_to_tensor_views_a_c_contiguous_array(dtype):
-    X = np.arange(60, dtype=dtype).reshape(20, 3)
-    X_t = DPSGDClassifier()._to_tensor(X, torch.device("cpu"), dtype=torch.from_numpy(X).dtype)
-    assert X_t.data_ptr() == X.ctypes.data
+@pytest.mark.parametrize("training", [torch.float32, torch.float64])
+def test_to_tensor_views_a_c_contiguous_array(dtype, training, monkeypatch):
+    monkeypatch.setattr(rows_module, "CONVERT_ONCE_BYTES", 0)  # a large table
+    X = np.arange(60, dtype=dtype).reshape(20, 3) / 7
+    X_t = DPSGDClassifier()._to_tensor(X, torch.device("cpu"), dtype=training)
+    assert X_t.data.data_ptr() == X.ctypes.data
+    assert X_t.dtype == training and X_t.shape == X.shape
+    idx = torch.tensor([4, 0, 19])
+    assert torch.equal(X_t.index_select(0, idx), torch.from_numpy(X[[4, 0, 19]]).to(training))
+    assert torch.equal(X_t.block(3, 9), torch.from_numpy(X[3:9]).to(training))
+    assert torch.equal(torch.cat(list(X_t.blocks(7))), torch.from_numpy(X).to(training))
+
+
+def test_small_tables_in_another_dtype_are_converted_once(monkeypatch, tmp_path):
+    X = np.arange(60, dtype=np.float64).reshape(20, 3) / 7
+    monkeypatch.setattr(rows_module, "CONVERT_ONCE_BYTES", 20 * 3 * 4)
+    X_t = DPSGDClassifier()._to_tensor(X, torch.device("cpu"))
+    assert X_t.data.dtype == torch.float32 and torch.equal(X_t.data, torch.from_numpy(X).float())
+    monkeypatch.setattr(rows_module, "CONVERT_ONCE_BYTES", 20 * 3 * 4 - 1)
+    assert DPSGDClassifier()._to_tensor(X, torch.device("cpu")).data.dtype == torch.float64
+    # rows read from a file are never copied into memory
+    monkeypatch.setattr(rows_module, "CONVERT_ONCE_BYTES", 2**30)
+    disk = np.memmap(tmp_path / "X.f64", mode="w+", dtype=np.float64, shape=X.shape)
+    disk[:] = X
+    X_t = DPSGDClassifier()._to_tensor(disk, torch.device("cpu"))
+    assert X_t.data.data_ptr() == disk.ctypes.data and X_t.dtype == torch.float32
 
 
 def test_to_tensor_views_a_read_only_memmap_without_warning(memmap_table):
@@ -61,7 +85,7 @@ def test_to_tensor_views_a_read_only_memmap_without_warning(memmap_table):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         X_t = estimator._to_tensor(X, torch.device("cpu"))
-    assert X_t.data_ptr() == X.ctypes.data
+    assert X_t.data.data_ptr() == X.ctypes.data
     assert estimator._rows_on_disk
     in_memory = DPSGDClassifier()
     in_memory._to_tensor(np.array(X), torch.device("cpu"))
@@ -75,7 +99,7 @@ def test_linear_backend_holds_no_copy_of_the_rows():
     batch, logits_t = backend.forward(idx)
     backend.clipped_grad_sum(idx, batch, logits_t, CrossEntropyHead(),
                              (torch.ones(3, len(idx)) / 3,), 1.0)
-    assert backend.rows is X
+    assert backend.rows.data is X
     held = [v for v in vars(backend).values() if torch.is_tensor(v) and v is not X]
     # the weights and one squared norm per row
     assert sorted(t.numel() for t in held) == [3 * 8, 500]
@@ -262,6 +286,73 @@ def test_memmap_fit_gathers_ahead(memmap_table, monkeypatch):
                         lambda self, idx, batch: ahead.append(idx) or original(self, idx, batch))
     DPSGDClassifier(random_state=0, max_epochs=2).fit(X_disk, y)
     assert ahead
+
+
+# ---------------------------------------------------------- float64 tables
+def _trained(estimator):
+    """What training produced: the parameters and the privacy statistics
+    (not the check and calibration, which score the rows as given)."""
+    names = ("coef_", "intercept_", "W_", "n_steps_", "epsilon_", "noise_multiplier_")
+    out = {k: np.asarray(getattr(estimator, k), dtype=float) for k in names
+           if getattr(estimator, k, None) is not None}
+    for key, value in (getattr(estimator, "module_state_", None) or {}).items():
+        out["module_state_." + key] = np.asarray(value, dtype=float)
+    out["dp_event_"] = str(estimator.dp_event_)
+    return out
+
+
+_FLOAT64_FITS = {
+    "dpsgd": (lambda: DPSGDClassifier(random_state=0, max_epochs=2), {}),
+    "mlp": (lambda: DPSGDClassifier(random_state=0, max_epochs=2, hidden_layer_sizes=(8,)), {}),
+    "regressor": (lambda: DPSGDRegressor(random_state=0, max_epochs=2), {}),
+    "raco": (lambda: DPRateConstrainedClassifier(random_state=0, max_epochs=2), {"groups": 1}),
+    "dro": (lambda: DPDROClassifier(random_state=0, max_epochs=2), {}),
+    "fermi": (lambda: DPFERMIClassifier(random_state=0, max_epochs=2), {"groups": 1}),
+    "fermi_silos": (lambda: DPFERMIClassifier(random_state=0, max_epochs=2),
+                    {"groups": 1, "silos": 3}),
+}
+
+
+def _fit_table(name, X, y, groups):
+    make, how = _FLOAT64_FITS[name]
+    target = np.asarray(y, dtype=float) if name == "regressor" else y
+    kwargs = {}
+    if how.get("groups"):
+        kwargs["sensitive_features"] = groups
+    if how.get("silos"):
+        kwargs["silo_ids"] = np.arange(len(y)) % how["silos"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return make().fit(X, target, **kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(_FLOAT64_FITS))
+def test_float64_table_trains_as_its_float32_copy_without_one(name, monkeypatch):
+    monkeypatch.setattr(rows_module, "CONVERT_ONCE_BYTES", 0)  # as a large table
+    X, y, groups = _table(n=1500, d=5)
+    X64 = X.astype(np.float64) + np.random.default_rng(0).normal(scale=1e-5, size=X.shape)
+    if name == "regressor":
+        y = X64[:, 0] - 0.5 * X64[:, 1]
+    assert not np.array_equal(X64.astype(np.float32).astype(np.float64), X64)
+    start, stop = X64.ctypes.data, X64.ctypes.data + X64.nbytes
+    viewed = []
+    for backend in (LinearBackend, ModuleBackend):
+        original = backend.__init__
+
+        def init(self, rows, *args, _original=original, **kwargs):
+            _original(self, rows, *args, **kwargs)
+            held = self.rows if isinstance(self, LinearBackend) else self.inputs
+            viewed.append(start <= held.data.data_ptr() < stop and held.data.dtype == torch.float64)
+
+        monkeypatch.setattr(backend, "__init__", init)
+    from_float64 = _fit_table(name, X64, y, groups)
+    assert viewed and all(viewed)  # every model read the float64 rows themselves
+    from_float32 = _fit_table(name, X64.astype(np.float32), y, groups)
+    got, expected = _trained(from_float64), _trained(from_float32)
+    assert got.keys() == expected.keys()
+    for key in got:  # float64 -> float32 rounds each value alone: the same batches
+        assert np.array_equal(got[key], expected[key]) if key != "dp_event_" \
+            else got[key] == expected[key], key
 
 
 # ------------------------------------------------------- blockwise scoring

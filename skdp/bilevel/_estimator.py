@@ -398,7 +398,7 @@ class _DPBilevelMixin:
         self._is_linear = True
 
     def _targets(self, report, generator, device, X_t, fit):
-        fit.rows = X_t
+        fit.rows = X_t.tensor()  # the float64 rows the solvers work on
         weights = None if fit.units is None else fit.units.factors
         targets = fit.make_targets(report, generator, device, weights=weights)
         return targets.to(device=device, dtype=torch.float64)

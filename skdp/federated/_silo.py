@@ -22,7 +22,6 @@ record count never leaves it.
 import json
 import math
 import secrets
-import warnings
 
 import numpy as np
 import torch
@@ -46,7 +45,7 @@ from ..fairness.fermi.protocol import (
     silo_privacy_report,
     silo_unit_bounds,
 )
-from ..models import make_mlp
+from ..models import make_mlp, training_rows
 
 
 class SiloRefusal(RuntimeError):
@@ -468,10 +467,7 @@ class FermiSilo:
         if self.n_units is not None:  # the run's unit subsets
             key += (ledger.get("units_token"), settings["max_records_per_unit"], settings["seed"])
         if key not in self._cache:
-            X = self.X if self.X.dtype == np.float32 else self.X.astype(np.float32)
-            with warnings.catch_warnings():  # a read-only table: the worker only reads it
-                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-                X_t = torch.from_numpy(X).to(self.device)
+            X_t = training_rows(self.X, self.device, torch.float32)  # read, not copied
             n_classes = settings["n_classes"]
             module = None
             if self.module is not None:

@@ -3,13 +3,16 @@
 from ._backends import LinearBackend, ModuleBackend, make_backend
 from ._factories import make_mlp
 from ._heads import CrossEntropyHead, SquaredLossHead, WeightedHead
+from ._rows import TrainingRows, training_rows
 
 __all__ = [
     "CrossEntropyHead",
     "LinearBackend",
     "ModuleBackend",
     "SquaredLossHead",
+    "TrainingRows",
     "WeightedHead",
     "make_backend",
     "make_mlp",
+    "training_rows",
 ]

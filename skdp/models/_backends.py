@@ -6,8 +6,9 @@ weight matrix (bias in the last column) and uses the closed form;
 :class:`ModuleBackend` wraps any ``torch.nn.Module`` and uses ``torch.func``.
 
 A backend never copies the training rows it is given (a tensor, possibly a
-view of a numpy array or of a ``numpy.memmap``): each step gathers the rows
-of its batch. A trainer that iterates over its batches through
+view of a numpy array or of a ``numpy.memmap``, or a
+:class:`~skdp.models.TrainingRows` that converts a float64 table to the
+training dtype as it is read): each step gathers the rows of its batch. A trainer that iterates over its batches through
 :meth:`~_BatchRows.feed` lets the backend gather the rows of the next
 batches on background threads while the current step computes (set
 ``prefetch``, e.g. for rows read from disk); the rows gathered are the same
@@ -34,6 +35,7 @@ from ..privacy._clipping import (
     clipped_module_diff_sum,
     weighted_clipped_module_sum,
 )
+from ._rows import TrainingRows
 
 
 def _release_free_memory():
@@ -164,21 +166,22 @@ class LinearBackend(_BatchRows):
 
     The rows are kept as given, never copied: a batch is a fresh tensor of
     its rows with a trailing column of ones (the bias input), shape
-    ``(batch, n_features + 1)``. The squared norms ``|x|^2 + 1`` of all rows
+    ``(batch, n_features + 1)``, in the rows' training dtype. The squared norms ``|x|^2 + 1`` of all rows
     (one value per row) are computed once, when a clipped sum first needs
     them, a block of rows at a time; a step then gathers those of its batch.
 
     Parameters
     ----------
-    X : torch.Tensor of shape (n_samples, n_features)
-        The training rows (possibly a view of a numpy array or memmap).
+    X : torch.Tensor or TrainingRows of shape (n_samples, n_features)
+        The training rows (possibly a view of a numpy array or memmap);
+        the model's dtype is their training dtype.
     n_outputs : int
     """
 
     def __init__(self, X, n_outputs):
-        self.rows = X
+        self.rows = TrainingRows(X)
         self.weights = torch.zeros(
-            (n_outputs, X.shape[1] + 1), dtype=X.dtype, device=X.device
+            (n_outputs, X.shape[1] + 1), dtype=self.rows.dtype, device=X.device
         )
         self.parameters = [self.weights]
         self._row_sq_norms = None
@@ -201,7 +204,7 @@ class LinearBackend(_BatchRows):
 
     def _fill(self, idx, batch):
         """Rows ``idx`` into ``batch`` (from :meth:`_empty_batch`)."""
-        torch.index_select(self.rows, 0, idx, out=batch[:, :-1])
+        self.rows.index_select(0, idx, out=batch[:, :-1])
         return batch
 
     @property
@@ -214,7 +217,7 @@ class LinearBackend(_BatchRows):
             norms = torch.empty(n, dtype=self.rows.dtype, device=self.rows.device)
             for start in range(0, n, _NORM_BLOCK):
                 rows = block[: min(_NORM_BLOCK, n - start)]
-                rows[:, :-1] = self.rows[start:start + _NORM_BLOCK]
+                rows[:, :-1] = self.rows.data[start:start + _NORM_BLOCK]
                 # a product, not square(): torch's pow kernel is several times slower
                 norms[start:start + _NORM_BLOCK] = (rows * rows).sum(1)
             self._row_sq_norms = norms
@@ -296,8 +299,8 @@ class ModuleBackend(_BatchRows):
     """Any ``torch.nn.Module`` mapping a batch of rows to logits."""
 
     def __init__(self, X, module):
-        self.inputs = X
-        self.module = module.to(device=X.device, dtype=X.dtype)
+        self.inputs = TrainingRows(X)
+        self.module = module.to(device=X.device, dtype=self.inputs.dtype)
         self.parameters = [p for p in self.module.parameters() if p.requires_grad]
         self._names = [n for n, p in self.module.named_parameters() if p.requires_grad]
 
@@ -306,7 +309,7 @@ class ModuleBackend(_BatchRows):
                            dtype=self.inputs.dtype, device=self.inputs.device)
 
     def _fill(self, idx, batch):
-        return torch.index_select(self.inputs, 0, idx, out=batch)
+        return self.inputs.index_select(0, idx, out=batch)
 
     def forward(self, idx):
         batch = self._gather(idx)

@@ -877,7 +877,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             for step, params in checkpoints:
                 for p, saved in zip(backend.parameters, params):
                     p.copy_(saved)
-                pred = backend.predict_logits(X_t).argmax(1).cpu().numpy()
+                pred = torch.cat([backend.predict_logits(block).argmax(1)
+                                  for block in X_t.blocks()]).cpu().numpy()
                 accuracy = float(np.mean(pred == y_codes))
                 values = evaluate_hard_constraints(self.constraints_, y_codes, pred, group_codes)
                 violation = float(np.max(values - tolerance, initial=0.0))

@@ -1,0 +1,139 @@
+"""The training rows of a fit, read in the training precision.
+
+Training runs in float32 (the bilevel tuners in float64), but a caller's
+table may be float64. Converting the table once would double the memory of
+a float32 table's fit (a float32 copy beside float64 data is half the data
+again). :class:`TrainingRows` instead keeps the rows as given -- a tensor
+that is often a view of the caller's numpy array or ``numpy.memmap`` -- and
+converts what a step reads: the rows of a batch, or a block of rows.
+Converting a value from float64 to float32 is exact rounding, the same
+whether a row is converted with its table or alone, so a fit on a float64
+table is the fit on its float32 copy, bit for bit. (Small tables are still
+converted once, which is faster per step: see :func:`training_rows`.)
+"""
+
+import warnings
+
+import numpy as np
+import torch
+
+#: Rows per block of :meth:`TrainingRows.blocks`.
+ROW_BLOCK = 65536
+
+#: Bytes of the largest copy :func:`training_rows` makes of a table in
+#: another floating dtype than training's: 256 MiB, e.g. 670,000 float64
+#: rows of 100 features. Within the memory budget of any table (its size
+#: times 1.25 plus 0.5 GB), and a table that large takes seconds per epoch,
+#: so converting its batches as they are read costs little.
+CONVERT_ONCE_BYTES = 256 * 2**20
+
+
+def _shared_tensor(array):
+    """``torch.from_numpy(array)`` (no copy) for a numeric array, also a
+    read-only one: torch's warning that writing to it would be undefined
+    is moot, since training never writes to its rows."""
+    if array.dtype.kind not in "fiub":
+        return torch.as_tensor(array)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
+class TrainingRows:
+    """The rows of a fit as they were given, read in the training dtype.
+
+    Parameters
+    ----------
+    data : torch.Tensor of shape (n_rows, ...)
+        The rows, in any floating dtype (possibly a view of a numpy array or
+        memmap); never written to.
+    dtype : torch.dtype, optional
+        The dtype every read returns; ``data``'s own by default.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.models import TrainingRows
+    >>> rows = TrainingRows(torch.arange(6, dtype=torch.float64).reshape(3, 2),
+    ...                     torch.float32)
+    >>> rows.shape, rows.dtype
+    (torch.Size([3, 2]), torch.float32)
+    >>> rows.index_select(0, torch.tensor([2, 0]))
+    tensor([[4., 5.],
+            [0., 1.]])
+    """
+
+    def __init__(self, data, dtype=None):
+        if isinstance(data, TrainingRows):
+            dtype = data.dtype if dtype is None else dtype
+            data = data.data
+        self.data = data
+        self.dtype = data.dtype if dtype is None else dtype
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def device(self):
+        return self.data.device
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    def __len__(self):
+        return self.data.shape[0]
+
+    def __getitem__(self, key):
+        """The rows ``key`` (e.g. a slice of rows, or a column view), still
+        as given and read in :attr:`dtype`."""
+        return TrainingRows(self.data[key], self.dtype)
+
+    def index_select(self, dim, index, out=None):
+        """The rows ``index`` in :attr:`dtype`, written into ``out`` when
+        given (a fresh tensor otherwise); only ``dim=0``."""
+        if dim != 0:
+            raise ValueError("TrainingRows gathers rows only (dim=0).")
+        if self.data.dtype == self.dtype:
+            return torch.index_select(self.data, 0, index, out=out)
+        rows = self.data.index_select(0, index)
+        return rows.to(self.dtype) if out is None else out.copy_(rows)
+
+    def block(self, start, stop):
+        """Rows ``start:stop`` in :attr:`dtype` (a view when no conversion
+        is needed)."""
+        return self.data[start:stop].to(self.dtype)
+
+    def blocks(self, size=ROW_BLOCK):
+        """The rows in order, :data:`ROW_BLOCK` at a time, in :attr:`dtype`."""
+        for start in range(0, self.data.shape[0], size):
+            yield self.block(start, start + size)
+
+    def tensor(self):
+        """Every row in :attr:`dtype`: ``data`` itself, or a converted copy
+        (for callers that need the whole table as one tensor)."""
+        return self.data.to(self.dtype)
+
+
+def training_rows(array, device, dtype, *, convert_once=True):
+    """The rows of a numeric ndarray to train on in ``dtype`` on ``device``.
+
+    On the CPU a C-contiguous array already in ``dtype`` (a
+    ``numpy.memmap`` too, read-only or not) is viewed, not copied. So is a
+    larger floating array in another dtype (a float64 table trained in
+    float32): it is converted as it is read. A small one -- whose copy in
+    ``dtype`` takes at most :data:`CONVERT_ONCE_BYTES` -- is converted
+    once when ``convert_once`` (pass False for rows read from a file):
+    gathering a batch of float64 rows and converting it costs about three
+    times the gather of float32 rows, which a small copy saves at every
+    step. Other devices get a copy in ``dtype``.
+    """
+    array = np.ascontiguousarray(array)
+    data = _shared_tensor(array)
+    if torch.device(device).type != "cpu" or not data.is_floating_point():
+        return TrainingRows(data.to(device=device, dtype=dtype))
+    copy_bytes = data.numel() * torch.empty((), dtype=dtype).element_size()
+    if data.dtype != dtype and convert_once and copy_bytes <= CONVERT_ONCE_BYTES:
+        return TrainingRows(data.to(dtype))
+    return TrainingRows(data, dtype)
