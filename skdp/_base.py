@@ -135,7 +135,29 @@ def unit_codes(unit_ids, n_samples):
             f"unit_ids must be one id per row of X (1-D); got shape {unit_ids.shape}.")
     values = np.asarray(unit_ids).reshape(-1) if hasattr(unit_ids, "ndim") else unit_ids
     codes, units = encode_groups(values, n_samples, name="unit_ids")
+    comm = current_communicator()
+    if comm.distributed:  # data-parallel: codes among the ids of every rank
+        labels = comm.union(units)
+        codes = np.searchsorted(labels, units)[codes]
+        _check_units_on_one_rank(codes, len(labels), comm)
+        return codes, len(labels)
     return codes, len(units)
+
+
+def _check_units_on_one_rank(codes, n_units, comm):
+    """A ValueError naming ``unit_ids``, the same on every rank, when a unit
+    has records on more than one rank of a data-parallel fit: a unit's
+    records are bounded and sampled together, by the rank that holds them."""
+    held = torch.zeros(n_units, dtype=torch.int64, device=comm.device)
+    held[torch.as_tensor(np.unique(codes), device=comm.device)] = 1
+    comm.sum_([held])
+    spread = int((held > 1).sum())
+    if spread:
+        raise ValueError(
+            f"unit_ids: {spread} unit(s) have records on more than one rank; a data-parallel "
+            "fit needs all records of a unit on one rank. Shard the rows by unit (e.g. sort "
+            "them by unit id before cutting them into shards)."
+        )
 
 
 def release_counts(counts, std, generator, device=None):

@@ -64,10 +64,10 @@ def _models_of_every_rank(estimator, X, y):
     return out
 
 
-def _refused(estimator, X, y):
+def _refused(estimator, X, y, fit_params=None):
     """The message of the ValueError that fit_data_parallel raises, or None."""
     try:
-        fit_data_parallel(estimator, X, y)
+        fit_data_parallel(estimator, X, y, **(fit_params or {}))
     except ValueError as exc:
         return str(exc)
     return None
@@ -141,8 +141,26 @@ def _dro(algorithm, divergence="chi2"):
                            random_state=0)
 
 
+def _persons(n_rows, records=4):
+    """String unit ids of ``records`` contiguous rows each, numbered out of
+    row order (so that their sorted order is not the rows' order)."""
+    n_units = -(-n_rows // records)
+    names = np.random.default_rng(5).permutation(n_units)
+    return np.array([f"person-{u}" for u in names])[np.arange(n_rows) // records]
+
+
+def _with_units(data):
+    """``data`` (X, y and optionally groups) with unit ids as fit arguments."""
+    X, y, *groups = data()
+    params = {"unit_ids": _persons(len(y))}
+    if groups:
+        params["sensitive_features"] = groups[0]
+    return X, y, params
+
+
 #: The fits run data-parallel in one launch of two processes, by name:
-#: (estimator, data: X, y and optionally the sensitive features).
+#: (estimator, data: X, y and optionally the sensitive features or a dict
+#: of fit arguments).
 CASES = {
     "regressor": (_regressor, _regression),
     "mlp": (lambda: _classifier(hidden_layer_sizes=(8,)), _classification),
@@ -156,13 +174,22 @@ CASES = {
     "dro, recursive spider": (lambda: _dro("recursive_spider", "kl"), lambda: _fair()[:2]),
     "dro regressor": (lambda: DPDRORegressor(epsilon=1.0, random_state=0), _regression),
     "fermi, one silo, balanced": (_fermi, _fair),
+    "units": (lambda: _classifier(max_records_per_unit=3), lambda: _with_units(_classification)),
+    "units, raco": (lambda: DPRateConstrainedClassifier(tolerance=0.2, epsilon=1.0,
+                                                        random_state=0),
+                    lambda: _with_units(_fair)),
+    "units, dro double spider": (lambda: _dro("double_spider"),
+                                 lambda: _with_units(lambda: _fair()[:2])),
+    "units, regressor": (_regressor, lambda: _with_units(_regression)),
 }
 
 
 def _case_data(name):
     """``(X, y, fit_params)`` of a case, whole."""
-    X, y, *groups = CASES[name][1]()
-    return X, y, {"sensitive_features": groups[0]} if groups else {}
+    X, y, *rest = CASES[name][1]()
+    if rest and isinstance(rest[0], dict):
+        return X, y, rest[0]
+    return X, y, {"sensitive_features": rest[0]} if rest else {}
 
 
 def _case_shards(name):
@@ -187,10 +214,13 @@ def parallel():
         jobs[rank].append(("_models_of_every_rank", (secure, X_r, y_r)))
     jobs[0].append(("_refused", (_classifier(), X[:2000], y[:2000])))
     jobs[1].append(("_refused", (_classifier(), X[2000:, :5], y[2000:])))
+    spread = np.arange(len(y)) // 3  # unit 666 has rows 1998-2000, on both ranks
+    for rank, (X_r, y_r, units) in enumerate(_halves(X, y, spread)):
+        jobs[rank].append(("_refused", (_classifier(), X_r, y_r, {"unit_ids": units})))
     results = run_ranks(_rank_jobs, [(j,) for j in jobs], timeout=120)
-    batches, *fits, secure, refused = results
+    batches, *fits, secure, refused, spread_refused = results
     return {"batches": batches, "fits": dict(zip(CASES, fits)), "secure": secure,
-            "refused": refused}
+            "refused": refused, "spread_refused": spread_refused}
 
 
 # ------------------------------------------------------------ tests
@@ -340,6 +370,34 @@ def test_a_shard_with_other_features_is_refused(parallel):
     assert "same columns" in message
 
 
+def test_units_are_the_single_process_units(parallel, single_fits):
+    """Unit ids numbered over the ranks, the root's choice of each unit's
+    records and unit batches: the single-process fit about units."""
+    for name in ("units", "units, raco", "units, dro double spider", "units, regressor"):
+        single, dist_fit, _, _ = _single_and_parallel(name, parallel, single_fits)
+        n_units = 300 if name == "units, regressor" else 1000  # 4 records each
+        assert dist_fit.n_units_ == single.n_units_ == n_units
+        assert dist_fit.privacy_report_.summary() == single.privacy_report_.summary()
+        assert "unit" in dist_fit.privacy_report_.summary()
+
+
+def test_a_unit_on_two_ranks_is_refused(parallel):
+    message = parallel["spread_refused"]
+    assert message is not None
+    assert "unit_ids: 1 unit(s) have records on more than one rank" in message
+    assert "Shard the rows by unit" in message
+
+
+def test_launch_keeps_each_unit_on_one_process():
+    X, y = _regression()
+    units = np.arange(len(y)) // 7  # the middle cut (row 600) falls inside unit 85
+    fitted = launch(_regressor(), X, y, n_processes=N_RANKS, timeout=120, unit_ids=units)
+    single = _regressor().fit(X, y, unit_ids=units)
+    assert fitted.n_units_ == single.n_units_ == 172
+    assert repr(fitted.dp_event_) == repr(single.dp_event_)
+    np.testing.assert_allclose(fitted.coef_, single.coef_, rtol=1e-4, atol=1e-5)
+
+
 def test_launch_fits_like_one_process_and_cleans_up():
     X, y = _classification()
     weights = np.linspace(0.5, 1.0, len(y))
@@ -375,15 +433,14 @@ def test_unsupported_estimators_and_arguments_are_refused():
     with pytest.raises(ValueError, match="DPBilevelRidge cannot be trained data-parallel; "
                                          "fit_data_parallel supports DPDROClassifier"):
         launch(DPBilevelRidge(), X, y)
-    with pytest.raises(ValueError, match="unit_ids .* are not supported in data-parallel"):
-        launch(_regressor(), X, y, unit_ids=np.arange(len(y)) // 2)
 
 
 @pytest.mark.parametrize(("params", "fit_params", "match"), [
     ({}, {"silo_ids": np.arange(4000) % 2}, "silo_ids .* are not supported in data-parallel"),
     ({"silo_column": 0}, {}, "silo_ids .*silo_column.* are not supported in data-parallel"),
     ({"engine": "flower-simulation"}, {}, "engine='flower-simulation' is not supported"),
-    ({}, {"unit_ids": np.arange(4000) // 2}, "unit_ids .* are not supported in data-parallel"),
+    ({}, {"unit_ids": np.arange(4000) // 2}, "unit_ids .* are not supported in data-parallel "
+                                             "fits of DPFERMIClassifier"),
 ])
 def test_fermi_trains_one_silo_in_process(params, fit_params, match):
     X, y, groups = _fair()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sklearn
 import torch
-from sklearn.metrics import get_scorer, make_scorer
+from sklearn.metrics import get_scorer
 
 from skdp import DPSGDClassifier, DPSGDRegressor
 from skdp.metrics import get_fairness_scorer

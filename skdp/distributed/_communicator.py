@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..privacy import Batches, LocalCommunicator
+from ..privacy import Batches, LocalCommunicator, UnitSampler
 
 #: The rank that draws the fit's randomness.
 ROOT = 0
@@ -78,13 +78,26 @@ class TorchCommunicator(LocalCommunicator):
         return self.n_total
 
     def shard(self, sampler):
+        if isinstance(sampler, UnitSampler):
+            return ShardUnitSampler(sampler, self)
         if getattr(sampler, "n_samples", None) != self.n_total:
             raise ValueError(
                 f"{type(sampler).__name__} cannot be sharded: data-parallel training samples "
-                f"records (a PoissonSampler over all {self.n_total} rows); unit_ids are not "
-                "supported in data-parallel fits yet."
+                f"records (a PoissonSampler over all {self.n_total} rows) or units (a "
+                "UnitSampler)."
             )
         return ShardSampler(sampler, self)
+
+    def draw_rows(self, draw, n_rows):
+        if int(n_rows) != self.n_rows:
+            raise ValueError(f"rank {self.rank} holds {self.n_rows} rows, not {n_rows}.")
+        values = draw(self.n_total).to(self.device).contiguous() if self.is_root else None
+        dtype = [values.dtype if self.is_root else None]
+        dist.broadcast_object_list(dtype, ROOT, group=self.group)
+        if not self.is_root:
+            values = torch.empty(self.n_total, dtype=dtype[0], device=self.device)
+        dist.broadcast(values, ROOT, group=self.group)
+        return values[self.offset:self.offset + self.n_rows]
 
     def sum_(self, tensors):
         if len({t.dtype for t in tensors}) == 1 and len(tensors) > 1:
@@ -199,3 +212,57 @@ class ShardSampler:
                                         output_size=total)
         local_counts = torch.bincount(steps[mine], minlength=n_steps).tolist()
         return (flat[mine] - start).split(local_counts)
+
+
+class ShardUnitSampler:
+    """The batches of a :class:`~skdp.privacy.UnitSampler`, restricted to
+    one rank's records.
+
+    Every unit's records are on one rank (the fit checks it). The root draws
+    each chunk of unit batches from the sampler's Poisson sampler over the
+    units, when a single-process loop would, and broadcasts the batch sizes
+    and the concatenated unit indices; every rank expands them into the
+    records it holds (``sampler`` was built from this rank's
+    :class:`~skdp.privacy.UnitBounds`, so a unit held elsewhere brings no
+    record here). The batches of all ranks together are the single-process
+    batches.
+
+    Parameters
+    ----------
+    sampler : UnitSampler
+        Over this rank's kept records, with the global unit codes; its
+        Poisson sampler over the units is drawn from on the root only.
+    comm : TorchCommunicator
+    """
+
+    def __init__(self, sampler, comm):
+        self.sampler = sampler
+        self.comm = comm
+        self.chunk_steps = sampler.units.chunk_steps
+        self.sampling_rate = sampler.sampling_rate
+        self.n_units = sampler.n_units
+
+    @property
+    def expected_batch(self):
+        return self.sampler.expected_batch
+
+    def batches(self, n_steps):
+        """The ``n_steps`` local index tensors of records (int64, possibly
+        empty), as a :class:`~skdp.privacy.Batches` iterator."""
+        return Batches(self._local_chunk, n_steps, self.chunk_steps)
+
+    def _local_chunk(self, n_steps):
+        comm = self.comm
+        if comm.is_root:
+            units, counts = self.sampler.units._flat_chunk(n_steps)
+            counts = torch.tensor(counts, dtype=torch.int64)
+        else:
+            units, counts = None, torch.zeros(n_steps, dtype=torch.int64)
+        counts = comm.share(counts)
+        total = int(counts.sum())
+        device = self.sampler.records.device
+        flat = (units.to(comm.device) if comm.is_root
+                else torch.zeros(total, dtype=torch.int64, device=comm.device))
+        if total:
+            dist.broadcast(flat, ROOT, group=comm.group)
+        return self.sampler.expand(flat.to(device), counts.tolist())

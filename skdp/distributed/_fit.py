@@ -16,8 +16,6 @@ from ._communicator import TorchCommunicator
 _ESTIMATORS = (DPSGDClassifier, DPSGDRegressor, DPRateConstrainedClassifier, DPFERMIClassifier,
                DPDROClassifier, DPDRORegressor, DPBilevelLogisticRegression, DPBilevelRidge)
 
-#: Fit arguments a data-parallel fit cannot take yet.
-_UNSUPPORTED_FIT_PARAMS = ("unit_ids",)
 
 
 def supported_estimators():
@@ -44,8 +42,9 @@ def fit_data_parallel(estimator, X, y, *, group=None, **fit_params):
     the sampled batches and the noise are those of the single-process fit,
     and ``dp_event_`` and ``epsilon_`` are the same; the model agrees with
     it up to the order of floating-point sums. The one-off releases of the
-    fit (class counts, target histogram, score calibration, model check) are
-    summed over the ranks before the root adds their noise.
+    fit (class counts, target histogram, DP-FERMI's group and class counts,
+    score calibration, model check) are summed over the ranks before the
+    root adds their noise.
 
     Parameters
     ----------
@@ -61,7 +60,12 @@ def fit_data_parallel(estimator, X, y, *, group=None, **fit_params):
         The process group (None: the default group).
     **fit_params
         Passed to ``estimator.fit`` (per-row arrays such as
-        ``sample_weight`` and ``sensitive_features`` for this rank's rows).
+        ``sample_weight``, ``sensitive_features`` and ``unit_ids`` for this
+        rank's rows). With ``unit_ids`` the fit protects units (see
+        :ref:`units`): every unit's records must be on one rank (a
+        ValueError says so otherwise), the ranks share the list of unit ids
+        to number the units as one process would, and the root draws which
+        records each unit keeps and the unit batches.
 
     Returns
     -------
@@ -95,13 +99,6 @@ def _check_estimator(estimator, fit_params):
             f"{name} cannot be trained data-parallel; fit_data_parallel supports "
             f"{', '.join(supported_estimators())}. Fit it in one process instead."
         )
-    given = [k for k in _UNSUPPORTED_FIT_PARAMS if fit_params.get(k) is not None]
-    if given or getattr(estimator, "unit_column", None) is not None:
-        raise ValueError(
-            f"unit_ids (or unit_column) are not supported in data-parallel fits yet; fit "
-            f"{name} with unit_ids in one process, or drop them (the guarantee is then per "
-            "record)."
-        )
     _check_one_silo(estimator, fit_params)
 
 
@@ -115,6 +112,14 @@ def _check_one_silo(estimator, fit_params):
             f"fit_data_parallel trains {name} on one silo whose rows are spread over the "
             "ranks. Drop silo_ids, or train several silos with a federated engine "
             "(skdp.federated) or in one process."
+        )
+    units = (fit_params.get("unit_ids") is not None
+             or getattr(estimator, "unit_column", None) is not None)
+    if isinstance(estimator, DPFERMIClassifier) and units:
+        raise ValueError(
+            f"unit_ids (or unit_column) are not supported in data-parallel fits of {name} "
+            "yet; fit it with unit_ids in one process or with a federated engine, or drop "
+            "them (the guarantee is then per record)."
         )
     engine = getattr(estimator, "engine", "inprocess")
     if engine != "inprocess":

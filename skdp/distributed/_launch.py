@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from ._fit import _check_estimator, fit_data_parallel
 
 #: Fit arguments that hold one value per row of X, split with the rows.
-PER_ROW_FIT_PARAMS = ("sample_weight", "sensitive_features")
+PER_ROW_FIT_PARAMS = ("sample_weight", "sensitive_features", "unit_ids")
 BACKENDS = ("gloo", "nccl")
 #: Seconds a process waits for the others in a collective before it fails.
 DEFAULT_TIMEOUT = 600
@@ -38,8 +38,11 @@ def launch(estimator, X, y, *, n_processes=2, backend="gloo", timeout=DEFAULT_TI
     """Fit ``estimator`` data-parallel on ``n_processes`` local processes.
 
     Each process gets a contiguous block of the rows of ``X`` and ``y``
-    (and of the per-row fit arguments ``sample_weight`` and
-    ``sensitive_features``) and runs :func:`fit_data_parallel` on it. The
+    (and of the per-row fit arguments ``sample_weight``,
+    ``sensitive_features`` and ``unit_ids``) and runs
+    :func:`fit_data_parallel` on it. With ``unit_ids`` a block ends where a
+    unit does (the next block starts with a new id), so units whose records
+    are contiguous, e.g. sorted by id, are each on one process. The
     result is the single-process fit of ``X, y``: the same batches and noise
     for a fixed ``random_state``, the same ``dp_event_`` and ``epsilon_``,
     and a model that agrees up to the order of floating-point sums.
@@ -81,6 +84,8 @@ def launch(estimator, X, y, *, n_processes=2, backend="gloo", timeout=DEFAULT_TI
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}.")
     _check_estimator(estimator, fit_params)
     bounds = np.linspace(0, n_samples, int(n_processes) + 1).round().astype(int)
+    if fit_params.get("unit_ids") is not None:
+        bounds = _unit_boundaries(bounds, fit_params["unit_ids"])
     shards = []
     for start, stop in itertools.pairwise(bounds):
         rows = slice(int(start), int(stop))
@@ -93,6 +98,22 @@ def launch(estimator, X, y, *, n_processes=2, backend="gloo", timeout=DEFAULT_TI
 def _fit_shard(estimator, X, y, fit_params):
     """The work of one rank of :func:`launch`."""
     return fit_data_parallel(estimator, X, y, **fit_params)
+
+
+def _unit_boundaries(bounds, unit_ids):
+    """``bounds`` with every inner cut moved forward to the first row whose
+    unit id differs from the row before it (or to the end).
+
+    >>> _unit_boundaries(np.array([0, 3, 6]), ["a", "a", "b", "b", "b", "c"]).tolist()
+    [0, 5, 6]
+    """
+    ids = np.asarray(unit_ids).reshape(len(unit_ids), -1)
+    starts = np.flatnonzero((ids[1:] != ids[:-1]).any(axis=1)) + 1  # rows that start a run
+    out = bounds.copy()
+    for i in range(1, len(out) - 1):
+        later = starts[np.searchsorted(starts, out[i]):]
+        out[i] = max(out[i - 1], later[0] if len(later) else bounds[-1])
+    return out
 
 
 def _n_rows(values):

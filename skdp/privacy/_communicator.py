@@ -19,7 +19,10 @@ The rules a communicator follows, whatever moves the data:
   value;
 * besides the noisy releases, the ranks share only the total number of
   rows (public, as in any fit), their row counts, the batch indices and the
-  lists of class and group labels (public in a single-process fit too).
+  lists of class and group labels (public in a single-process fit too);
+  with privacy units also the list of unit ids, which units each rank holds
+  (every unit on one rank) and the root's draws of which records each unit
+  keeps.
 """
 
 from contextlib import contextmanager
@@ -59,6 +62,12 @@ class LocalCommunicator:
     def sum_(self, tensors):
         """Sum a list of tensors over the ranks, in place; returns it."""
         return tensors
+
+    def draw_rows(self, draw, n_rows):
+        """This rank's part of one draw per row of all ranks: ``draw(n)``
+        returns a tensor of ``n`` values; the root draws them for every row,
+        in the order of the global rows, and each rank keeps its own."""
+        return draw(n_rows)
 
     def release(self, values, noise=None):
         """``values`` summed over the ranks plus ``noise()`` (drawn on the

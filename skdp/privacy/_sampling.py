@@ -223,7 +223,12 @@ class UnitSampler:
         return Batches(self._chunk, n_steps, self.units.chunk_steps)
 
     def _chunk(self, n_steps):
-        units, unit_counts = self.units._flat_chunk(n_steps)
+        return self.expand(*self.units._flat_chunk(n_steps))
+
+    def expand(self, units, unit_counts):
+        """The record batches of unit batches: ``units`` (int64, the sorted
+        units of every step, concatenated) and the number of units of each
+        step (a list); a unit without kept records here adds none."""
         lengths = self.sizes.index_select(0, units)
         ends = lengths.cumsum(0)
         # records per step: the sums of the lengths of each step's units

@@ -184,14 +184,17 @@ def bound_units(codes, n_units, max_records, generator):
     """
     import torch
 
+    from ._communicator import current_communicator
     from ._random import uniform_
 
     if not (isinstance(max_records, (int, np.integer)) and max_records >= 1):
         raise ValueError(f"max_records must be an integer >= 1, got {max_records!r}.")
     codes = np.asarray(codes, dtype=np.int64)
     n = codes.shape[0]
-    keys = torch.empty(n, dtype=torch.float64, device=generator.device)
-    keys = uniform_(keys, generator).cpu().numpy()
+    # data-parallel: the root draws the keys of every rank's records
+    keys = current_communicator().draw_rows(
+        lambda size: uniform_(torch.empty(size, dtype=torch.float64, device=generator.device),
+                              generator), n).cpu().numpy()
     order = np.lexsort((keys, codes))  # by unit, then by key
     sizes = np.bincount(codes, minlength=int(n_units))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
