@@ -181,6 +181,7 @@ CASES = {
     "units, dro double spider": (lambda: _dro("double_spider"),
                                  lambda: _with_units(lambda: _fair()[:2])),
     "units, regressor": (_regressor, lambda: _with_units(_regression)),
+    "units, fermi": (_fermi, lambda: _with_units(_fair)),
 }
 
 
@@ -373,7 +374,8 @@ def test_a_shard_with_other_features_is_refused(parallel):
 def test_units_are_the_single_process_units(parallel, single_fits):
     """Unit ids numbered over the ranks, the root's choice of each unit's
     records and unit batches: the single-process fit about units."""
-    for name in ("units", "units, raco", "units, dro double spider", "units, regressor"):
+    for name in ("units", "units, raco", "units, dro double spider", "units, regressor",
+                 "units, fermi"):
         single, dist_fit, _, _ = _single_and_parallel(name, parallel, single_fits)
         n_units = 300 if name == "units, regressor" else 1000  # 4 records each
         assert dist_fit.n_units_ == single.n_units_ == n_units
@@ -439,8 +441,6 @@ def test_unsupported_estimators_and_arguments_are_refused():
     ({}, {"silo_ids": np.arange(4000) % 2}, "silo_ids .* are not supported in data-parallel"),
     ({"silo_column": 0}, {}, "silo_ids .*silo_column.* are not supported in data-parallel"),
     ({"engine": "flower-simulation"}, {}, "engine='flower-simulation' is not supported"),
-    ({}, {"unit_ids": np.arange(4000) // 2}, "unit_ids .* are not supported in data-parallel "
-                                             "fits of DPFERMIClassifier"),
 ])
 def test_fermi_trains_one_silo_in_process(params, fit_params, match):
     X, y, groups = _fair()

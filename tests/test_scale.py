@@ -278,6 +278,20 @@ def test_memmap_fit_is_the_in_memory_fit(memmap_table, make, labels):
     assert np.array_equal(on_disk.predict(X_disk), in_memory.predict(X))
 
 
+def test_float64_memmap_fit_is_the_in_memory_fit(tmp_path):
+    # in memory the small float64 table is converted once; on disk each
+    # gathered batch is converted: the same float32 rows either way
+    X, y, _ = _table(n=2000, d=5)
+    X = X.astype(np.float64) + np.random.default_rng(1).normal(scale=1e-5, size=X.shape)
+    disk = np.memmap(tmp_path / "X.f64", mode="w+", dtype=np.float64, shape=X.shape)
+    disk[:] = X
+    disk.flush()
+    on_disk = DPSGDClassifier(random_state=0, max_epochs=3).fit(disk, y)
+    in_memory = DPSGDClassifier(random_state=0, max_epochs=3).fit(X, y)
+    assert on_disk._rows_on_disk and not in_memory._rows_on_disk
+    _assert_same_fit(on_disk, in_memory)
+
+
 def test_memmap_fit_gathers_ahead(memmap_table, monkeypatch):
     X_disk, _, y, _ = memmap_table
     ahead = []

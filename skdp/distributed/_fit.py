@@ -113,14 +113,6 @@ def _check_one_silo(estimator, fit_params):
             "ranks. Drop silo_ids, or train several silos with a federated engine "
             "(skdp.federated) or in one process."
         )
-    units = (fit_params.get("unit_ids") is not None
-             or getattr(estimator, "unit_column", None) is not None)
-    if isinstance(estimator, DPFERMIClassifier) and units:
-        raise ValueError(
-            f"unit_ids (or unit_column) are not supported in data-parallel fits of {name} "
-            "yet; fit it with unit_ids in one process or with a federated engine, or drop "
-            "them (the guarantee is then per record)."
-        )
     engine = getattr(estimator, "engine", "inprocess")
     if engine != "inprocess":
         raise ValueError(

@@ -537,7 +537,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         unit_argument = "unit_ids" if unit_ids is not None else "unit_column"
         X, y_codes, group_codes, unit_ids = self._validate_training_data(
             X, y, sensitive_features, units=True, unit_ids=unit_ids)
-        unit_codes, _ = self._validated_unit_ids(unit_ids, X.shape[0])
+        unit_codes, n_units = self._validated_unit_ids(unit_ids, X.shape[0])
         self._check_warm_start(previous)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
         self._check_engine_weights(sample_weight)
@@ -560,7 +560,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         sizes = np.bincount(silo_codes, minlength=self.n_silos_)
         units = None
         if unit_codes is not None:
-            units = self._units_per_silo(unit_codes, silo_codes, sizes, unit_argument)
+            units = self._units_per_silo(unit_codes, silo_codes, sizes, unit_argument, n_units)
         self._warn_single_group_silos(group_codes, silo_codes, n_groups)
         del silo_codes  # one int64 per record, not needed in training
         run, make_backend, device = self._prepare_run(previous)
@@ -626,11 +626,15 @@ class DPFERMIClassifier(BaseDPClassifier):
         run, make_backend, device = self._prepare_run(previous)
         return self._store_fit(train_on_silos(run, transport, make_backend, device), previous)
 
-    def _units_per_silo(self, unit_codes, silo_codes, sizes, argument):
+    def _units_per_silo(self, unit_codes, silo_codes, sizes, argument, n_units):
         """The units of each silo: every row's unit coded within its silo
         (``0 .. n_units_j - 1``) and each silo's number of units, for rows
         sorted by silo. A unit whose records are in two silos is refused: a
-        silo bounds and accounts only the units it holds whole."""
+        silo bounds and accounts only the units it holds whole. In a
+        data-parallel fit (one silo over the ranks) the codes are already
+        those of all ranks' units."""
+        if current_communicator().distributed:
+            return unit_codes, [int(n_units)]
         n_silos = len(sizes)
         pairs = np.unique(unit_codes * n_silos + silo_codes)  # (unit, silo) present
         units_of_pair = pairs // n_silos

@@ -339,6 +339,7 @@ class SiloDraws:
             sampler = copy.copy(self._units)
             sampler.units = PoissonSampler(self._units.n_units, self.sampling_rate, generator,
                                            chunk_steps=steps)
+            sampler = self.comm.shard(sampler)
         return list(sampler.batches(steps))
 
     def round(self, round_index, noise_size, dtype):
@@ -968,7 +969,7 @@ class InProcessSilos:
                        if groups is None else groups)
         self.batched = batched
         self.noise_size = None
-        self.comm = _data_parallel_communicator(config, units)
+        self.comm = _data_parallel_communicator(config)
         self.unit_factors = [None] * config.n_silos
         units = [None] * config.n_silos if units is None else units
         if units[0] is not None:
@@ -1049,15 +1050,14 @@ class InProcessSilos:
                          self.all_context, noise_rows, segments)
 
 
-def _data_parallel_communicator(config, units):
+def _data_parallel_communicator(config):
     """The fit's communicator; a ValueError when a data-parallel fit has
-    more than one silo or privacy units."""
+    more than one silo."""
     comm = current_communicator()
-    if comm.distributed and (config.n_silos != 1 or units is not None):
+    if comm.distributed and config.n_silos != 1:
         raise ValueError(
-            "a data-parallel DP-FERMI fit trains one silo spread over the ranks, without "
-            "unit_ids; fit several silos (silo_ids) or unit_ids in one process, or with a "
-            "federated engine."
+            "a data-parallel DP-FERMI fit trains one silo spread over the ranks; fit "
+            "several silos (silo_ids) in one process, or with a federated engine."
         )
     return comm
 
