@@ -9,6 +9,8 @@ The table (``--rows`` x 100 float32, synthetic logistic labels ``y``, a
 regression target ``t`` and a binary group ``s`` correlated with a feature)
 is built once and cached under ``--cache`` as ``X.npy`` (read fully into
 memory by the fits) plus ``X.f32`` (a raw float32 memmap, for ``--memmap``).
+With ``--hdf5`` each estimator is also fitted on an HDF5 copy (``X.h5``,
+chunks of 1,024 rows; needs h5py), a row store read a batch at a time.
 With ``--float64`` every fit gets the same table as float64 instead
 (``X64.npy``, written once from ``X.npy``; twice the bytes, and the budget
 is computed from them): skdp trains in float32 and converts each batch as
@@ -42,7 +44,7 @@ Usage::
 
     python benchmarks/bench_scale.py [--rows 10000000] [--cache /tmp/skdp_scale]
         [--estimators dpsgd,fermi1,...] [--batch-256] [--memmap] [--max-epochs E]
-        [--device cuda] [--float64]
+        [--device cuda] [--float64] [--hdf5]
 
 (``--estimators`` names: dpsgd, dpsgd_reg, raco, fermi1, fermi3, dro,
 sklearn; default all. ``--device`` is passed to every skdp estimator as
@@ -70,7 +72,8 @@ ESTIMATORS = ("dpsgd", "dpsgd_reg", "raco", "fermi1", "fermi3", "dro", "sklearn"
 def paths(cache, rows):
     folder = Path(cache) / f"n{rows}"
     return {k: folder / f for k, f in (("X", "X.npy"), ("mm", "X.f32"), ("y", "y.npy"),
-                                       ("t", "t.npy"), ("s", "s.npy"), ("X64", "X64.npy"))}
+                                       ("t", "t.npy"), ("s", "s.npy"), ("X64", "X64.npy"),
+                                       ("h5", "X.h5"))}
 
 
 def build_float64_table(cache, rows, block=500_000):
@@ -86,11 +89,26 @@ def build_float64_table(cache, rows, block=500_000):
     X64.flush()
 
 
+def build_hdf5_table(cache, rows, block=500_000):
+    """``X.h5``: ``X.npy`` as an HDF5 dataset ``X`` in chunks of 1,024
+    rows, written in blocks; a no-op when cached."""
+    import h5py
+
+    p = paths(cache, rows)
+    if p["h5"].exists():
+        return
+    X = np.load(p["X"], mmap_mode="r")
+    with h5py.File(p["h5"], "w") as f:
+        out = f.create_dataset("X", shape=X.shape, dtype=X.dtype, chunks=(1024, X.shape[1]))
+        for start in range(0, rows, block):
+            out[start:start + block] = X[start:start + block]
+
+
 def build_table(cache, rows, seed=0):
     """Write the table in blocks (never more than one float64 block in
     memory); a no-op when cached."""
     p = paths(cache, rows)
-    if all(f.exists() for key, f in p.items() if key != "X64"):
+    if all(f.exists() for key, f in p.items() if key not in ("X64", "h5")):
         return p
     p["X"].parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -199,7 +217,11 @@ def worker(args):
     warnings.filterwarnings("ignore")
     base = proc_status()["VmRSS"]
     p = paths(args.cache, args.rows)
-    if args.memmap:
+    if args.hdf5:
+        import h5py
+
+        X = h5py.File(p["h5"], "r")["X"]
+    elif args.memmap:
         X = np.memmap(p["mm"], mode="r", dtype=np.float32, shape=(args.rows, N_FEATURES))
     elif args.float64:
         X = np.load(p["X64"])
@@ -249,11 +271,13 @@ def worker(args):
 
 
 # ------------------------------------------------------------------ driver
-def run_one(name, args, memmap=False, batch_256=False):
+def run_one(name, args, memmap=False, batch_256=False, hdf5=False):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--rows", str(args.rows),
            "--cache", args.cache]
     if memmap:
         cmd.append("--memmap")
+    if hdf5:
+        cmd.append("--hdf5")
     if batch_256:
         cmd.append("--batch-256")
     if args.max_epochs is not None:
@@ -269,7 +293,8 @@ def run_one(name, args, memmap=False, batch_256=False):
         if line.startswith("RESULT "):
             out = json.loads(line[len("RESULT "):])
             out["wall_s"] = wall
-            out["label"] = name + (" (memmap)" if memmap else "") + (" b=256" if batch_256 else "")
+            out["label"] = (name + (" (memmap)" if memmap else "") + (" (hdf5)" if hdf5 else "")
+                            + (" b=256" if batch_256 else ""))
             return out
     print(f"{name}: failed (rc {proc.returncode})\n{proc.stderr[-3000:]}", file=sys.stderr)
     return None
@@ -299,6 +324,8 @@ def main():
                         help="also fit DPSGDClassifier with batch_size=256")
     parser.add_argument("--memmap", action="store_true",
                         help="also fit each estimator on the numpy.memmap")
+    parser.add_argument("--hdf5", action="store_true",
+                        help="also fit each estimator on an HDF5 copy (a row store; needs h5py)")
     parser.add_argument("--max-epochs", type=int, default=None)
     parser.add_argument("--device", default="cpu",
                         help="torch device of the skdp estimators (sklearn stays on the CPU)")
@@ -326,15 +353,19 @@ def main():
           f"({args.rows * N_FEATURES * itemsize / GB:.2f} GB) "
           f"ready in {time.perf_counter() - start:.1f}s under {args.cache}", flush=True)
 
-    jobs = [(n, False, False) for n in names if n != "sklearn"]
+    if args.hdf5:
+        build_hdf5_table(args.cache, args.rows)
+    jobs = [(n, False, False, False) for n in names if n != "sklearn"]
     if args.batch_256 and "dpsgd" in names:
-        jobs.append(("dpsgd", False, True))
+        jobs.append(("dpsgd", False, True, False))
     if args.memmap:
-        jobs += [(n, True, False) for n in names if n != "sklearn"]
-    jobs.append(("sklearn", False, False))  # the peer, always
+        jobs += [(n, True, False, False) for n in names if n != "sklearn"]
+    if args.hdf5:
+        jobs += [(n, False, False, True) for n in names if n != "sklearn"]
+    jobs.append(("sklearn", False, False, False))  # the peer, always
     results = []
-    for name, memmap, b256 in jobs:
-        r = run_one(name, args, memmap=memmap, batch_256=b256)
+    for name, memmap, b256, hdf5 in jobs:
+        r = run_one(name, args, memmap=memmap, batch_256=b256, hdf5=hdf5)
         if r is not None:
             results.append(r)
             gpu = f", GPU peak {r['gpu_peak'] / GB:.2f} GB" if "gpu_peak" in r else ""

@@ -25,6 +25,8 @@ from sklearn.utils.extmath import softmax
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_sample_weight,
+    _check_y,
+    check_consistent_length,
     check_is_fitted,
     validate_data,
 )
@@ -33,7 +35,7 @@ from ._calibration import calibration_counts, fit_score_map
 from ._doc_link import DocLinkMixin
 from ._groups import _is_dataframe, encode_groups, select_columns
 from ._training import training_threads
-from .models import make_backend, make_mlp, training_rows
+from .models import is_row_store, make_backend, make_mlp, training_rows
 from .privacy import (
     ACCOUNTANTS,
     NEIGHBORING,
@@ -60,6 +62,11 @@ def split_sensitive_columns(X, sensitive_columns, *, name="sensitive_columns",
     """
     if sensitive_columns is None:
         return X, None
+    if is_row_store(X):
+        raise ValueError(
+            f"{name} cannot take columns out of a row store ({type(X).__name__}): that would "
+            f"read it whole. Keep those columns out of the store and pass {argument}= to fit."
+        )
     columns = _column_list(sensitive_columns)
     if _is_dataframe(X) and columns and all(isinstance(c, str) for c in columns):
         missing = [c for c in columns if c not in X.columns]
@@ -193,6 +200,28 @@ def _is_file_backed(array):
     return False
 
 
+def _validated_store(estimator, X, y, y_numeric=False):
+    """``(X, y)`` for a row store ``X``: scikit-learn's checks of the number
+    of features (``n_features_in_``) and of ``y`` (``_check_y``), and
+    finite values in ``X``, read :data:`_SCORE_BLOCK` rows at a time; ``X``
+    is returned as it is."""
+    n_rows = int(X.shape[0])
+    if n_rows < 1 or int(X.shape[1]) < 1:
+        raise ValueError(f"X (a row store) has shape {tuple(X.shape)}; it needs at least "
+                         "one row and one column.")
+    X, _ = validate_data(estimator, X, y, skip_check_array=True, reset=True)
+    y = _check_y(y, y_numeric=y_numeric, estimator=estimator)
+    check_consistent_length(np.empty(n_rows, dtype=bool), y)
+    for rows in _row_blocks(n_rows):
+        block = np.asarray(X[rows])
+        if not np.isfinite(block).all():
+            raise ValueError(
+                f"Input X contains NaN or infinity (rows {rows.start} to "
+                f"{min(rows.stop, n_rows) - 1} of the row store); impute or drop them first."
+            )
+    return X, y
+
+
 def _row_blocks(n_rows):
     """Slices of at most :data:`_SCORE_BLOCK` rows that cover ``n_rows``."""
     return [slice(start, start + _SCORE_BLOCK) for start in range(0, max(n_rows, 1), _SCORE_BLOCK)]
@@ -207,7 +236,8 @@ def _linear_scores(X, coef, intercept):
     copy of the data. Rows never interact, so a row's score does not depend
     on the block it falls in beyond float64 rounding.
     """
-    if X.dtype == np.float64 or X.shape[0] <= _SCORE_BLOCK:
+    in_memory = isinstance(X, np.ndarray)  # not a row store, read a block at a time
+    if in_memory and (X.dtype == np.float64 or X.shape[0] <= _SCORE_BLOCK):
         return X @ coef + intercept
     out = np.empty((X.shape[0],) + np.shape(coef)[1:], dtype=np.float64)
     for start in range(0, X.shape[0], _SCORE_BLOCK):
@@ -376,7 +406,14 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     @staticmethod
     def _validated_X_y(estimator, X, y, **kwargs):
-        """``validate_data(estimator, X, y, ...)`` with a hint for text columns."""
+        """``validate_data(estimator, X, y, ...)`` with a hint for text columns.
+
+        A row store (:func:`~skdp.models.is_row_store`, e.g. an
+        ``h5py.Dataset``) is checked a block of rows at a time and returned
+        as it is, never read whole (:func:`_validated_store`).
+        """
+        if is_row_store(X):
+            return _validated_store(estimator, X, y, **kwargs)
         try:
             return validate_data(
                 estimator, X, y, dtype=[np.float64, np.float32], reset=True, **kwargs
@@ -496,21 +533,39 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         (training only reads the rows), and a float64 one is converted a
         batch at a time as it is read, unless it is small and in memory
         (:func:`~skdp.models.training_rows`); anything else is converted
-        once. Remembers whether the rows are read from a file
+        once. A row store (:func:`~skdp.models.is_row_store`, e.g. an
+        ``h5py.Dataset``) is read a batch or a block of rows at a time.
+        Remembers whether the rows are read from a file or a store
         (:attr:`_rows_on_disk`), so that the backend gathers batches ahead
         (:meth:`_make_backend`).
         """
+        if is_row_store(array):  # read a batch at a time, in the background
+            self._rows_on_disk = True
+            self._check_representable(array, dtype)
+            return training_rows(array, device, dtype)
         array = np.ascontiguousarray(array)
+        self._check_representable(array, dtype)
+        self._rows_on_disk = _is_file_backed(array)
+        return training_rows(array, device, dtype, convert_once=not self._rows_on_disk)
+
+    @staticmethod
+    def _check_representable(array, dtype):
+        """A ValueError when ``array`` (an array or a row store, read a
+        block at a time) has values beyond ``dtype``'s range."""
         limit = torch.finfo(dtype).max
-        wider = not np.issubdtype(array.dtype, np.floating) or float(np.finfo(array.dtype).max) > limit
-        if array.size and wider and (array.max() > limit or array.min() < -limit):
+        source = np.dtype(array.dtype)
+        if np.issubdtype(source, np.floating) and float(np.finfo(source).max) <= limit:
+            return
+        n_rows = int(array.shape[0])
+        blocks = [array] if isinstance(array, np.ndarray) else (
+            np.asarray(array[rows]) for rows in _row_blocks(n_rows))
+        if any(block.size and (block.max() > limit or block.min() < -limit)
+               for block in blocks):
             raise ValueError(
                 f"X has values too large for {dtype} (|x| > {torch.finfo(dtype).max:.3g}), "
                 "which training cannot clip; rescale or clip the features first (e.g. with "
                 "a scaler or public bounds)."
             )
-        self._rows_on_disk = _is_file_backed(array)
-        return training_rows(array, device, dtype, convert_once=not self._rows_on_disk)
 
     #: Batches gathered ahead on background threads when the training rows
     #: are read from a file (a ``numpy.memmap``): two keep the disk busy

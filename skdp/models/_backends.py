@@ -35,7 +35,7 @@ from ..privacy._clipping import (
     clipped_module_diff_sum,
     weighted_clipped_module_sum,
 )
-from ._rows import TrainingRows
+from ._rows import as_training_rows
 
 
 def _release_free_memory():
@@ -179,7 +179,7 @@ class LinearBackend(_BatchRows):
     """
 
     def __init__(self, X, n_outputs):
-        self.rows = TrainingRows(X)
+        self.rows = as_training_rows(X)
         self.weights = torch.zeros(
             (n_outputs, X.shape[1] + 1), dtype=self.rows.dtype, device=X.device
         )
@@ -217,7 +217,7 @@ class LinearBackend(_BatchRows):
             norms = torch.empty(n, dtype=self.rows.dtype, device=self.rows.device)
             for start in range(0, n, _NORM_BLOCK):
                 rows = block[: min(_NORM_BLOCK, n - start)]
-                rows[:, :-1] = self.rows.data[start:start + _NORM_BLOCK]
+                rows[:, :-1] = self.rows.block(start, start + _NORM_BLOCK)
                 # a product, not square(): torch's pow kernel is several times slower
                 norms[start:start + _NORM_BLOCK] = (rows * rows).sum(1)
             self._row_sq_norms = norms
@@ -299,7 +299,7 @@ class ModuleBackend(_BatchRows):
     """Any ``torch.nn.Module`` mapping a batch of rows to logits."""
 
     def __init__(self, X, module):
-        self.inputs = TrainingRows(X)
+        self.inputs = as_training_rows(X)
         self.module = module.to(device=X.device, dtype=self.inputs.dtype)
         self.parameters = [p for p in self.module.parameters() if p.requires_grad]
         self._names = [n for n, p in self.module.named_parameters() if p.requires_grad]

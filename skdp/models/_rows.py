@@ -10,6 +10,10 @@ Converting a value from float64 to float32 is exact rounding, the same
 whether a row is converted with its table or alone, so a fit on a float64
 table is the fit on its float32 copy, bit for bit. (Small tables are still
 converted once, which is faster per step: see :func:`training_rows`.)
+
+A table that is not an array at all -- a *row store* such as an
+``h5py.Dataset`` (:func:`is_row_store`) -- is read the same way by
+:class:`StoreRows`: a batch or a block of rows at a time, never whole.
 """
 
 import warnings
@@ -64,9 +68,6 @@ class TrainingRows:
     """
 
     def __init__(self, data, dtype=None):
-        if isinstance(data, TrainingRows):
-            dtype = data.dtype if dtype is None else dtype
-            data = data.data
         self.data = data
         self.dtype = data.dtype if dtype is None else dtype
 
@@ -116,6 +117,110 @@ class TrainingRows:
         return self.data.to(self.dtype)
 
 
+def as_training_rows(X):
+    """``X`` when it is a :class:`TrainingRows` already, else the rows of the
+    tensor ``X`` in its own dtype."""
+    return X if isinstance(X, TrainingRows) else TrainingRows(X)
+
+
+def is_row_store(X):
+    """Whether ``X`` is a table read by rows rather than an array in memory.
+
+    A row store is 2-D, has a floating ``dtype`` and answers ``X[a:b]`` (a
+    block of rows) and ``X[rows]`` for increasing integer ``rows`` (or
+    ``X.oindex[rows]`` where it exists, as on zarr arrays) with
+    array-likes, e.g. an ``h5py.Dataset``. Numpy arrays (memmaps too),
+    DataFrames, sparse matrices and tensors are not stores: they are
+    validated and viewed as arrays.
+
+    >>> import numpy as np
+    >>> from skdp.models import is_row_store
+    >>> is_row_store(np.zeros((3, 2)))
+    False
+    """
+    if isinstance(X, (np.ndarray, torch.Tensor, list, tuple)) or hasattr(X, "iloc"):
+        return False
+    if hasattr(X, "tocsr") or hasattr(X, "__cuda_array_interface__"):
+        return False
+    shape, dtype = getattr(X, "shape", None), getattr(X, "dtype", None)
+    if shape is None or dtype is None or not hasattr(X, "__getitem__"):
+        return False
+    try:
+        floating = np.issubdtype(np.dtype(dtype), np.floating)
+    except TypeError:
+        return False
+    return len(shape) == 2 and floating
+
+
+def gather_store_rows(store, rows):
+    """The rows ``rows`` (int64 ndarray, any order, no repeats) of a row
+    store as a numpy array, in that order: read in increasing order (what
+    HDF5 needs), then put back in the order asked."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size == 0:
+        return np.empty((0,) + tuple(store.shape[1:]), dtype=np.dtype(store.dtype))
+    order = None
+    if rows.size > 1 and (rows[1:] <= rows[:-1]).any():
+        order = np.argsort(rows, kind="stable")
+        rows = rows[order]
+    reader = getattr(store, "oindex", store)
+    values = np.asarray(reader[rows])
+    if order is None:
+        return values
+    out = np.empty_like(values)
+    out[order] = values
+    return out
+
+
+class StoreRows(TrainingRows):
+    """The training rows of a row store (:func:`is_row_store`), read a batch
+    or a block at a time and converted to ``dtype`` on ``device``.
+
+    ``data`` is the store itself; nothing reads it whole but
+    :meth:`tensor`.
+    """
+
+    def __init__(self, store, dtype, device):
+        self.data = store
+        self.dtype = dtype
+        self._device = torch.device(device)
+        self._shape = torch.Size(int(n) for n in store.shape)
+
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    def __len__(self):
+        return self._shape[0]
+
+    def __getitem__(self, key):
+        raise TypeError("rows of a row store are read with index_select or block")
+
+    def _tensor(self, values):
+        return torch.from_numpy(np.ascontiguousarray(values)).to(device=self._device,
+                                                                 dtype=self.dtype)
+
+    def index_select(self, dim, index, out=None):
+        if dim != 0:
+            raise ValueError("TrainingRows gathers rows only (dim=0).")
+        rows = self._tensor(gather_store_rows(self.data, index.cpu().numpy()))
+        return rows if out is None else out.copy_(rows)
+
+    def block(self, start, stop):
+        return self._tensor(self.data[start:min(stop, self._shape[0])])
+
+    def tensor(self):
+        return torch.cat(list(self.blocks()))
+
+
 def training_rows(array, device, dtype, *, convert_once=True):
     """The rows of a numeric ndarray to train on in ``dtype`` on ``device``.
 
@@ -127,8 +232,11 @@ def training_rows(array, device, dtype, *, convert_once=True):
     once when ``convert_once`` (pass False for rows read from a file):
     gathering a batch of float64 rows and converting it costs about three
     times the gather of float32 rows, which a small copy saves at every
-    step. Other devices get a copy in ``dtype``.
+    step. Other devices get a copy in ``dtype``. A row store
+    (:func:`is_row_store`) is read a batch or a block at a time.
     """
+    if is_row_store(array):
+        return StoreRows(array, dtype, device)
     array = np.ascontiguousarray(array)
     data = _shared_tensor(array)
     if torch.device(device).type != "cpu" or not data.is_floating_point():

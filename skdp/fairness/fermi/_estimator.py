@@ -18,6 +18,7 @@ from ..._base import (
     split_sensitive_columns,
 )
 from ..._groups import _is_dataframe, encode_groups, select_columns
+from ...models import gather_store_rows, is_row_store
 from ...privacy import compose_reports, current_communicator, silo_summary
 from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
 from ._server import FermiRun, LocalSilos, engine, train_on_silos
@@ -26,6 +27,17 @@ from .protocol import CHECK_LOSS_BOUND, PRIVACY_UNITS, PROTOCOL
 
 #: Engines that move the silos' messages (see :ref:`federated`).
 ENGINES = ("inprocess", "flower-simulation")
+
+
+def _silo_rows(X, start, stop, order):
+    """The rows of the silo at ``start:stop`` of the records in silo order
+    (``order``: their rows of ``X``, or None when ``X`` is in silo order); a
+    numpy array also when ``X`` is a row store."""
+    if order is None:
+        return np.asarray(X[start:stop])
+    if is_row_store(X):
+        return gather_store_rows(X, order[start:stop])
+    return X[order[start:stop]]
 
 
 class DPFERMIClassifier(BaseDPClassifier):
@@ -577,7 +589,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         bounds = np.concatenate([[0], np.cumsum(sizes)])
         local = [None] * len(sizes) if units is None else np.split(units[0], bounds[1:-1])
         data = [
-            (X[a:b] if order is None else X[order[a:b]], y_codes[a:b], group_codes[a:b], unit)
+            (_silo_rows(X, a, b, order), y_codes[a:b], group_codes[a:b], unit)
             for a, b, unit in zip(bounds[:-1], bounds[1:], local)
         ]
         fit = engine(self.engine)(run, data, make_backend, device, module=self.module,
