@@ -233,8 +233,10 @@ def _linear_scores(X, coef, intercept):
     A float32 ``X`` is converted one block of :data:`_SCORE_BLOCK` rows at a
     time, never whole: the scores of a large table (e.g. the model check
     after training) then cost one float64 block of memory, not a float64
-    copy of the data. Rows never interact, so a row's score does not depend
-    on the block it falls in beyond float64 rounding.
+    copy of the data. A row store (:func:`~skdp.models.is_row_store`) is
+    read a block at a time whatever its dtype. Rows never interact, so a
+    row's score does not depend on the block it falls in beyond float64
+    rounding.
     """
     in_memory = isinstance(X, np.ndarray)  # not a row store, read a block at a time
     if in_memory and (X.dtype == np.float64 or X.shape[0] <= _SCORE_BLOCK):

@@ -17,7 +17,6 @@ _ESTIMATORS = (DPSGDClassifier, DPSGDRegressor, DPRateConstrainedClassifier, DPF
                DPDROClassifier, DPDRORegressor, DPBilevelLogisticRegression, DPBilevelRidge)
 
 
-
 def supported_estimators():
     """Names of the skdp estimators that :func:`fit_data_parallel` trains.
 
