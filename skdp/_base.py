@@ -827,10 +827,13 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
             attributes={k: getattr(self, k) for k in keep if hasattr(self, k)},
         )
 
-    def _check_warm_start(self, previous):
+    def _check_warm_start(self, previous, unit_ids=None):
         """A ValueError when the new data does not continue ``previous``:
-        other features (count) or other classes. The previous fitted
-        attributes are put back first, so the fitted estimator stays usable."""
+        other features (count) or other classes, or a privacy unit that does
+        not compose with the previous fit's (``unit_ids`` given to one fit
+        and not the other, :func:`~skdp.privacy.check_same_privacy_unit`),
+        refused before anything is spent. The previous fitted attributes are
+        put back first, so the fitted estimator stays usable."""
         if previous is None:
             return
         before = previous.attributes
@@ -842,6 +845,15 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
                 np.asarray(getattr(self, "classes_", [])), np.asarray(before["classes_"])):
             problem = (f"y has the classes {list(self.classes_)}, but {type(self).__name__} "
                        f"was fitted with the classes {list(before['classes_'])}")
+        elif previous.private and (previous.report.privacy_unit == "record") != (
+                unit_ids is None):
+            problem = ("the previous fit was about "
+                       + ("records (no unit_ids)" if unit_ids is not None else
+                          f"{previous.report.privacy_unit} (unit_ids)")
+                       + ", this one about "
+                       + ("units (unit_ids)" if unit_ids is not None else "records (no unit_ids)")
+                       + "; their epsilons do not compose (see "
+                       "skdp.privacy.check_same_privacy_unit)")
         if problem is None:
             return
         for name in ("feature_names_in_", "classes_", "groups_"):

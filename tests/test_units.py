@@ -224,13 +224,11 @@ def test_unit_fit_is_reproducible_and_learns():
     assert a.score(X, y) > 0.75
 
 
-def test_warm_start_names_the_weaker_unit():
+def test_warm_start_composes_unit_level_fits():
     X, y, units = _data()
     est = DPSGDClassifier(warm_start=True, **FAST).fit(X, y, unit_ids=units)
     est.fit(X, y, unit_ids=units)
     assert est.privacy_report_.privacy_unit.startswith("unit")
-    est.fit(X, y)  # a record-level continuation: the whole is per record
-    assert est.privacy_report_.privacy_unit == "record"
     assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
 
 

@@ -199,7 +199,8 @@ def test_split_keeps_each_unit_on_one_side(Estimator, monkeypatch):
     sizes = np.bincount(units, minlength=60)
     assert np.all((in_validation == 0) | (in_validation == sizes))
     assert 2 <= (in_validation > 0).sum() <= 58
-    assert est.validation_size_ == int(mask.sum())
+    # counted in units: the records a unit holds are private
+    assert est.validation_size_ == int((in_validation > 0).sum())
 
 
 @pytest.mark.parametrize("Estimator", ESTIMATORS)
@@ -211,7 +212,7 @@ def test_validation_mask_must_not_split_a_unit(Estimator):
         Estimator(**FAST).fit(X, target, unit_ids=units, validation_mask=splitting)
     whole = np.isin(units, np.arange(12))
     est = Estimator(**FAST).fit(X, target, unit_ids=units, validation_mask=whole)
-    assert est.validation_size_ == int(whole.sum())
+    assert est.validation_size_ == 12
     with pytest.raises(ValueError, match="at least 2"):
         Estimator(**FAST).fit(X, target, unit_ids=units,
                               validation_mask=np.isin(units, [0]))
@@ -307,15 +308,13 @@ def test_unit_fit_is_reproducible(Estimator):
 
 
 @pytest.mark.parametrize("Estimator", ESTIMATORS)
-def test_warm_start_names_the_weaker_unit(Estimator):
+def test_warm_start_composes_unit_level_fits(Estimator):
     X, y, units = _data()
     target = _target(Estimator, X, y)
     est = Estimator(warm_start=True, **FAST).fit(X, target, unit_ids=units)
     est.fit(X, target, unit_ids=units)
     assert est.privacy_report_.privacy_unit.startswith("unit")
     assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
-    est.fit(X, target)  # a record-level continuation: the whole is per record
-    assert est.privacy_report_.privacy_unit == "record"
 
 
 # ------------------------------------------------------------ routing

@@ -163,3 +163,41 @@ def test_privacy_curve_includes_the_previous_fit():
     curve = clf.fit(X, y).privacy_curve(3)
     assert curve[0, 1] > first  # the previous fit counts from the first step on
     assert curve[-1, 1] == pytest.approx(clf.epsilon_, rel=1e-3)
+
+
+def _units(n, seed=0):
+    return np.random.default_rng(seed).integers(0, n // 4, n)
+
+
+@pytest.mark.parametrize("estimator", estimators(), ids=_name)
+@pytest.mark.parametrize("first_with_units", [True, False], ids=["units-then-records",
+                                                                  "records-then-units"])
+def test_a_record_and_a_unit_fit_do_not_compose(estimator, first_with_units):
+    """A warm start that mixes a fit about units with a fit about records is
+    refused before the second fit spends anything (the audit's example: with
+    max_records_per_unit=1 the exact record-level epsilon of such a pair was
+    3.487 where a relabelled composition reported 1.995), and the estimator
+    keeps its first fit."""
+    X, y, params = _data(estimator)
+    units = _units(len(X))
+    first = {"unit_ids": units} if first_with_units else {}
+    second = {} if first_with_units else {"unit_ids": units}
+    warm = clone(estimator).set_params(warm_start=True).fit(X, y, **params, **first)
+    before = (warm.epsilon_, warm.dp_event_, _parameters(warm).copy())
+    with pytest.raises(ValueError, match="do not compose"):
+        warm.fit(X, y, **params, **second)
+    assert warm.epsilon_ == before[0] and warm.dp_event_ == before[1]
+    assert np.array_equal(_parameters(warm), before[2])
+    warm.predict(X)
+
+
+def test_compose_reports_refuses_records_with_units():
+    from skdp.privacy import BatchReleases, Release, ReleasePlan, compose_reports
+
+    batch = BatchReleases([Release("gradient")], steps=10, sampling_rate=0.1)
+    records = ReleasePlan(batch).calibrate(1.0, 1e-5)
+    units = ReleasePlan(batch, privacy_unit="unit (max_records_per_unit=1)").calibrate(1.0, 1e-5)
+    for earlier, later in ((records, units), (units, records)):
+        with pytest.raises(ValueError, match="about records with a fit about units"):
+            compose_reports(earlier, later)
+    assert compose_reports(units, units).privacy_unit == units.privacy_unit

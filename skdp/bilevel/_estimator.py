@@ -459,7 +459,10 @@ class _DPBilevelMixin:
         self.omega_path_ = history["omega"]
         self.n_iter_ = self.n_outer_iter
         self.history_ = {k: v for k, v in history.items() if k != "models"}
-        self.validation_size_ = int(fit.mask.sum())
+        # in privacy units: a count of units (records) given by the public
+        # unit coins (record coins) or the user's mask, never of the records
+        # of the validation units (how many records a person holds is private)
+        self.validation_size_ = _part_sizes(fit.mask, fit.units)[2]
         self.n_units_ = None if fit.units is None else fit.units.n_units
 
 _PARAMS_DOC = """
@@ -628,7 +631,10 @@ _ATTRS_DOC = """
         Private quantities per iteration: ``"omega"``, ``"hypergradient"``,
         ``"R_train"``, ``"R_mixed"`` (``R`` of the chosen ``regularizer``).
     validation_size_ : int
-        Records in the validation part.
+        Size of the validation part in privacy units: records, or with
+        ``unit_ids`` units (public: the coins are drawn per record or per
+        unit, independently of the data; the number of records the
+        validation units hold is private and is not released).
     n_units_ : int or None
         Number of privacy units with ``unit_ids`` (public, like the number of
         records of a record-level fit), else None.
@@ -763,7 +769,7 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
         X, _, from_column = split_fit_only_columns(X, None, self.unit_column)
         unit_ids = from_column if unit_ids is None else unit_ids
         X, y = self._validate_regression_data(X, y)
-        self._check_warm_start(previous)
+        self._check_warm_start(previous, unit_ids)
         sample_weight = self._validated_sample_weight(sample_weight, X)
 
         def targets(report, generator, device, weights=None):
@@ -900,7 +906,7 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         previous = self._previous_fit()
         X, y_codes, _, unit_ids = self._validate_training_data(
             X, y, None, units=True, unit_ids=unit_ids)
-        self._check_warm_start(previous)
+        self._check_warm_start(previous, unit_ids)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
 
         def onehot(report, generator, device, weights=None):

@@ -451,7 +451,7 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         previous = self._previous_fit()
         X, y_codes, group_codes, unit_ids = self._validate_training_data(
             X, y, sensitive_features, units=True, unit_ids=unit_ids)
-        self._check_warm_start(previous)
+        self._check_warm_start(previous, unit_ids)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
 
         def onehot(report, generator, device, weights=None):

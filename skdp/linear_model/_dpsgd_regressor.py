@@ -284,7 +284,7 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         X, _, from_column = split_fit_only_columns(X, None, self.unit_column)
         unit_ids = from_column if unit_ids is None else unit_ids
         X, y = self._validate_regression_data(X, y)
-        self._check_warm_start(previous)
+        self._check_warm_start(previous, unit_ids)
         sample_weight = self._validated_sample_weight(sample_weight, X)
 
         def targets(report, generator, device, weights=None):

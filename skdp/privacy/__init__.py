@@ -58,6 +58,7 @@ from ._plan import (
     PrivacyReport,
     Release,
     ReleasePlan,
+    check_same_privacy_unit,
     compose_reports,
     silo_summary,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "PrivacyReport",
     "Release",
     "ReleasePlan",
+    "check_same_privacy_unit",
     "compose_reports",
     "silo_summary",
     "NoiseStream",

@@ -575,6 +575,32 @@ def _fmt(value):
     return f"{value:.4g}"
 
 
+def check_same_privacy_unit(earlier, later):
+    """A ValueError unless two privacy units (``PrivacyReport.privacy_unit``
+    strings) compose: both ``"record"``, or both about units.
+
+    Examples
+    --------
+    >>> from skdp.privacy import check_same_privacy_unit
+    >>> check_same_privacy_unit("unit (max_records_per_unit=1)", "unit (max_records_per_unit=8)")
+    >>> check_same_privacy_unit("record", "unit (max_records_per_unit=1)")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: Cannot compose a fit about records with a fit about units ...
+    """
+    if (earlier == "record") == (later == "record"):
+        return
+    record, unit = (earlier, later) if earlier == "record" else (later, earlier)
+    raise ValueError(
+        f"Cannot compose a fit about records with a fit about units ({unit}): an epsilon "
+        "about units is not an epsilon about records (with max_records_per_unit=1, removing "
+        "one record of a two-record unit can swap which record is kept, moving a release by "
+        "twice a record's bound), and an epsilon about records says nothing about units. "
+        "Fit both with the same unit_ids, or both without them (for warm_start: "
+        "warm_start=False, or refit the first model the same way)."
+    )
+
+
 def compose_reports(earlier, later):
     """The report of a fit ``later`` that continued ``earlier`` (a warm start).
 
@@ -587,6 +613,15 @@ def compose_reports(earlier, later):
     :meth:`PrivacyReport.privacy_curve` include it. The noise, steps and
     rates are the later fit's. When either fit was not private, neither is
     the result (epsilon inf, no event).
+
+    Both reports must be about the same privacy unit: two fits with
+    ``unit_ids`` compose per unit (whatever their ``max_records_per_unit``),
+    two record-level fits per record, and a unit-level fit and a
+    record-level one do not compose at all (a ValueError, as in
+    :func:`~skdp.privacy.spent`): with ``max_records_per_unit=1``, removing
+    one record of a two-record person can swap which record the unit-level
+    fit keeps, which moves its release by twice a record's bound, so its
+    epsilon is not an epsilon about records.
 
     Parameters
     ----------
@@ -608,10 +643,7 @@ def compose_reports(earlier, later):
     >>> two.epsilon == compute_epsilon(two.dp_event, 1e-5)
     True
     """
-    if earlier.privacy_unit != later.privacy_unit and not (
-            earlier.privacy_unit.startswith("unit") and later.privacy_unit.startswith("unit")):
-        # one of the fits bounds only records: so does their composition
-        later = replace(later, privacy_unit="record")
+    check_same_privacy_unit(earlier.privacy_unit, later.privacy_unit)
     if not (earlier.private and later.private):
         return replace(later, epsilon=np.inf, dp_event=None, initial_event=None)
     event = dpa.ComposedDpEvent([earlier.dp_event, later.dp_event])

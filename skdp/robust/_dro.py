@@ -848,7 +848,7 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         previous = self._previous_fit()
         X, y_codes, group_codes, unit_ids = self._validate_training_data(
             X, y, sensitive_features, units=True, unit_ids=unit_ids)
-        self._check_warm_start(previous)
+        self._check_warm_start(previous, unit_ids)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
         n_classes = len(self.classes_)
 
@@ -1040,7 +1040,7 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
         X, _, from_column = split_fit_only_columns(X, None, self.unit_column)
         unit_ids = from_column if unit_ids is None else unit_ids
         X, y = self._validate_regression_data(X, y)
-        self._check_warm_start(previous)
+        self._check_warm_start(previous, unit_ids)
         sample_weight = self._validated_sample_weight(sample_weight, X)
 
         def targets(report, generator, device, weights=None):

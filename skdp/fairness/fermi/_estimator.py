@@ -550,7 +550,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         X, y_codes, group_codes, unit_ids = self._validate_training_data(
             X, y, sensitive_features, units=True, unit_ids=unit_ids)
         unit_codes, n_units = self._validated_unit_ids(unit_ids, X.shape[0])
-        self._check_warm_start(previous)
+        self._check_warm_start(previous, unit_ids)
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
         self._check_engine_weights(sample_weight)
         n = X.shape[0]
@@ -765,6 +765,9 @@ class DPFERMIClassifier(BaseDPClassifier):
         """Fitted attributes from a :class:`~skdp.fairness.fermi.FermiFit`
         (with ``previous``, each silo's report composed with its previous
         one)."""
+        # composed first: a silo whose privacy unit does not compose with its
+        # previous one is refused before any fitted attribute changes
+        reports = self._composed_silo_reports(fit.reports, previous)
         self.silo_sizes_ = fit.sizes
         self.group_priors_ = fit.priors
         groups = np.asarray(self.groups_ if self.groups_ is not None else [None], dtype=object)
@@ -781,7 +784,7 @@ class DPFERMIClassifier(BaseDPClassifier):
             )
         self.w_radius_ = fit.w_radius
         self.w_clip_ = fit.w_clip
-        self._store_silo_reports(fit.reports, previous)
+        self._store_silo_reports(reports)
         self.class_weight_ = None
         if self.class_weight is not None:
             weights = (fit.class_weights if fit.class_weights is not None
@@ -961,17 +964,21 @@ class DPFERMIClassifier(BaseDPClassifier):
             )
         return row
 
-    def _store_silo_reports(self, reports, previous=None):
+    @staticmethod
+    def _composed_silo_reports(reports, previous=None):
+        """Each silo's report, composed with its previous one with
+        ``previous`` (``warm_start``, :func:`~skdp.privacy.compose_reports`)."""
+        if previous is None:
+            return list(reports)
+        return [
+            compose_reports(earlier if previous.private else replace(earlier, dp_event=None),
+                            report)
+            for earlier, report in zip(previous.silo_reports, reports)
+        ]
+
+    def _store_silo_reports(self, reports):
         """Per-silo privacy attributes from the reports of the noise that ran
-        (the accountant's figures), so ``epsilon_ == max(silo_epsilons_)``;
-        with ``previous`` (``warm_start``), each silo's report composed with
-        its previous one (:func:`~skdp.privacy.compose_reports`)."""
-        if previous is not None:
-            reports = [
-                compose_reports(earlier if previous.private else replace(earlier, dp_event=None),
-                                report)
-                for earlier, report in zip(previous.silo_reports, reports)
-            ]
+        (the accountant's figures), so ``epsilon_ == max(silo_epsilons_)``."""
         self.silo_privacy_reports_ = list(reports)
         self.silo_epsilons_ = np.array([r.epsilon for r in reports], dtype=np.float64)
         self.silo_dp_events_ = [r.dp_event for r in reports]
