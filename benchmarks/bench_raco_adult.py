@@ -46,10 +46,13 @@ def false_negative_rate(y, pred):
 
 
 def cold_fit(estimator, X, y, groups):
+    """Seconds of a fit with the accountant's caches cleared, and the
+    training part's seconds (non-private debug output)."""
     _accounting._calibrate_noise_cached.cache_clear()
     _accounting._epsilon_cached.cache_clear()
-    _, seconds = timed(estimator.fit, X, y, sensitive_features=groups)
-    return seconds
+    with record_fit_times() as times:
+        _, seconds = timed(estimator.fit, X, y, sensitive_features=groups)
+    return seconds, times[-1]["training"]
 
 
 def run_raco(constraint, tolerances, gap_fn, data, seeds):
@@ -62,8 +65,9 @@ def run_raco(constraint, tolerances, gap_fn, data, seeds):
                 constraint=constraint, tolerance=tol, epsilon=EPSILON, delta=DELTA,
                 random_state=seed,
             )
-            fit_s.append(cold_fit(clf, X_train, y_train, s_train))
-            step_ms.append(1e3 * clf.fit_time_["training"] / clf.n_steps_)
+            seconds, training = cold_fit(clf, X_train, y_train, s_train)
+            fit_s.append(seconds)
+            step_ms.append(1e3 * training / clf.n_steps_)
             pred = clf.predict(X_test)
             acc.append(np.mean(pred == y_test))
             gap.append(gap_fn(y_test, pred, s_test))
@@ -164,8 +168,8 @@ def main():
     for seed in range(args.seeds):
         clf = DPSGDClassifier(epsilon=EPSILON, delta=DELTA, batch_size=batch, max_steps=steps,
                               random_state=seed)
-        cold_fit(clf, X_train, y_train, None)
-        step_times.append(1e3 * clf.fit_time_["training"] / clf.n_steps_)
+        _, training = cold_fit(clf, X_train, y_train, None)
+        step_times.append(1e3 * training / clf.n_steps_)
     dpsgd_step = median(step_times)
     print_table(
         "Timing (median; RaCO-DP at tolerance 0.03)",

@@ -32,6 +32,7 @@ from sklearn.utils.validation import (
 )
 
 from ._calibration import calibration_counts, fit_score_map
+from .debug import report_fit_times
 from ._doc_link import DocLinkMixin
 from ._groups import _is_dataframe, encode_groups, select_columns
 from ._training import training_threads
@@ -341,7 +342,8 @@ class PrivateFitMixin(DocLinkMixin):
 
     @staticmethod
     def _timed(function, *args, **kwargs):
-        """``(function(*args, **kwargs), seconds it took)``, for ``fit_time_``.
+        """``(function(*args, **kwargs), seconds it took)``, for
+        :func:`skdp.debug.record_fit_times`.
 
         >>> from skdp._base import BaseDPEstimator
         >>> total, seconds = BaseDPEstimator._timed(sum, [1, 2, 3])
@@ -380,6 +382,12 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
     ``getattr``, so a subclass without them behaves as if they were None
     (False for ``secure_rng``).
     """
+
+    #: Fitted attributes computed from the noisy releases (covered by
+    #: ``epsilon_``); every other fitted attribute is public: a function of n
+    #: (and n_units), the classes and groups, the public parameters and the
+    #: seed (checked for every estimator by tests/test_fitted_attributes.py).
+    _released_attributes = frozenset({"coef_", "intercept_", "module_state_"})
 
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
@@ -598,7 +606,8 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         2. ``self._plan(X, fit, generator)``: the release plan, from public
            settings (hook; it may draw, e.g. a split by coins);
         3. ``self._calibrate(plan, fit)``: the privacy report, timed as
-           ``fit_time_["calibration"]`` (hook; default :meth:`_spend`);
+           the calibration time of :func:`skdp.debug.record_fit_times` (hook;
+           default :meth:`_spend`);
         4. ``X`` to a tensor in :attr:`_training_dtype` on the device, and
            the model, ``self._make_backend(X_t, n_outputs, seed)`` (building
            it draws nothing from the generator), with the record weights of
@@ -610,7 +619,8 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
            ``warm_start``, the previous fit's parameters
            (:meth:`_load_previous`);
         6. ``self._train(backend, targets, report, generator, fit)`` under
-           the thread policy, timed as ``fit_time_["training"]`` (hook);
+           the thread policy, timed for :func:`skdp.debug.record_fit_times`
+           (hook);
         7. ``self._store_model(backend, result)``, the report, and
            ``self._store_fitted(report, result, fit)`` (hook: the
            estimator's own fitted attributes); with ``warm_start``, the
@@ -722,7 +732,9 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         None stays None. Otherwise scikit-learn's ``_check_sample_weight``:
         one finite, non-negative weight per row of ``X``, not all zero (each
         error names ``sample_weight``); with ``y_codes`` (classifiers), at
-        least two classes must keep a positive weight. Weights above
+        least two classes must keep a positive weight (checked before
+        anything is spent; one record can decide it, so the error is a
+        diagnostic for the data owner and names no count). Weights above
         ``max_sample_weight`` are clipped to it, with a UserWarning that
         says so but not how many: the warning depends on the weights, so it
         is a non-private diagnostic for whoever runs ``fit`` (the data
@@ -920,7 +932,9 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
             self.epsilon_ = np.inf
 
     def _run_training(self, train, device, calibration_time):
-        """Call ``train()`` under :meth:`_training_threads`; set ``fit_time_``.
+        """Call ``train()`` under :meth:`_training_threads`; report the timings
+        to :func:`skdp.debug.record_fit_times` (never a fitted attribute: they
+        depend on the data).
 
         Parameters
         ----------
@@ -929,8 +943,7 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         device : torch.device
             Device of the fit (the thread policy depends on it).
         calibration_time : float
-            Seconds spent before training on calibrating the noise, stored
-            as ``fit_time_["calibration"]``.
+            Seconds spent before training on calibrating the noise.
 
         Returns
         -------
@@ -939,7 +952,7 @@ class BaseDPEstimator(PrivateFitMixin, BaseEstimator):
         """
         with self._training_threads(device):
             result, training_time = self._timed(train)
-        self.fit_time_ = {"calibration": calibration_time, "training": training_time}
+        report_fit_times(self, calibration=calibration_time, training=training_time)
         return result
 
     def _store_backend(self, backend):
@@ -1066,6 +1079,11 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
     # ``unit_ids`` likewise: an estimator that cannot use them raises, so
     # they are never dropped on the way.
     __metadata_request__fit = {"sensitive_features": True, "unit_ids": True}
+
+    _released_attributes = BaseDPEstimator._released_attributes | {
+        "score_calibration_", "check_log_loss_", "check_constant_log_loss_",
+        "prediction_counts_", "prediction_shares_", "class_weight_",
+    }
 
     _parameter_constraints = {
         **BaseDPEstimator._parameter_constraints,
@@ -1516,6 +1534,8 @@ class BaseDPRegressor(RegressorMixin, BaseDPEstimator):
     ``intercept_`` and predictions are mapped back, so they are in the
     units of ``y``.
     """
+
+    _released_attributes = BaseDPEstimator._released_attributes | {"y_scale_", "y_offset_"}
 
     _parameter_constraints = {
         **BaseDPEstimator._parameter_constraints,

@@ -18,7 +18,7 @@ from skdp import (
     DPSGDRegressor,
 )
 from skdp.audit import AuditResult, audit_one_run, audit_repeated
-from skdp.audit._broken import scaled_noise
+from _broken import scaled_noise
 from skdp.model_selection import PrivateGridSearchCV, PrivateRandomizedSearchCV
 from skdp.preprocessing import (
     DPMinMaxScaler,
@@ -117,13 +117,18 @@ def test_a_tenth_of_the_noise_is_caught_for_dpsgd():
     assert broken.epsilon_lower_bound > 2 * broken.epsilon_claimed
 
 
-def test_the_noise_hook_is_restored_and_off_by_default():
-    from skdp.privacy import _random
+def test_the_noise_patch_is_restored():
+    import torch
 
-    assert _random._NOISE_FACTOR == 1.0
+    from skdp.privacy import _noise, _random, gaussian_noise
+
+    original = _noise.normal_
+    assert original is _random.normal_
     with pytest.raises(RuntimeError), scaled_noise(0.0):
+        assert float(gaussian_noise(torch.zeros(3), 1.0, torch.Generator()).abs().sum()) == 0
         raise RuntimeError
-    assert _random._NOISE_FACTOR == 1.0
+    assert _noise.normal_ is original
+    assert float(gaussian_noise(torch.zeros(3), 1.0, torch.Generator()).abs().sum()) > 0
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

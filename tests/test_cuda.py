@@ -21,7 +21,7 @@ from skdp import (
     DPSGDClassifier,
     DPSGDRegressor,
 )
-from skdp.audit._broken import scaled_noise
+from _broken import scaled_noise
 from skdp.model_selection import PrivateGridSearchCV
 from skdp.preprocessing import DPStandardScaler
 

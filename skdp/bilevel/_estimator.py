@@ -68,6 +68,9 @@ _LOC_GD_L2 = 0.1
 #: the released models are noise.
 _MAX_MULTIPLIER = 1e3
 
+#: The tuners' fitted attributes computed from their noisy releases.
+_BILEVEL_RELEASED = frozenset({"history_", "omega_", "omega_path_", "t_out_"})
+
 
 def _part_sizes(mask, units=None):
     """``(n, n_train, n_val)`` of a validation ``mask`` over the records:
@@ -639,7 +642,6 @@ _ATTRS_DOC = """
         Number of privacy units with ``unit_ids`` (public, like the number of
         records of a record-level fit), else None.
     n_iter_ : int
-    fit_time_ : dict
     class_weight_ : ndarray of shape (n_classes,) or None
         (:class:`DPBilevelLogisticRegression`.) The class weights applied
         (``class_weight`` over its largest, times ``max_sample_weight``).
@@ -689,6 +691,7 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
     _sgd_lr = 0.1
     _full_batch_lr = 0.5
 
+    _released_attributes = BaseDPRegressor._released_attributes | _BILEVEL_RELEASED
     _parameter_constraints: ClassVar[dict] = {
         **_DPBilevelMixin._bilevel_constraints,
         "y_bounds": [tuple, list, None],
@@ -827,6 +830,7 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     sensitive_columns = None
     sensitive_groups = None
 
+    _released_attributes = BaseDPClassifier._released_attributes | _BILEVEL_RELEASED
     _parameter_constraints: ClassVar[dict] = {
         **_DPBilevelMixin._bilevel_constraints,
         "class_weight": BaseDPClassifier._parameter_constraints["class_weight"],

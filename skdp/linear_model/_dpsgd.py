@@ -309,8 +309,6 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
     batch_size_ : int
         Expected batch size ``q * n_samples``, rounded (equal to
         ``batch_size`` unless ``sample_rate`` was given).
-    fit_time_ : dict
-        Seconds spent in ``"calibration"`` and ``"training"``.
     class_weight_ : ndarray of shape (n_classes,) or None
         The class weights applied (``class_weight`` over its largest, times
         ``max_sample_weight``); for ``"balanced"`` a function of the noisy

@@ -160,7 +160,6 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
     n_steps_ : int
     sampling_rate_ : float
     batch_size_ : int
-    fit_time_ : dict
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 

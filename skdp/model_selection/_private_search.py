@@ -174,14 +174,6 @@ def _seed_steps(estimator, seed):
         estimator.set_params(**{path: int(s) for path, s in zip(paths, seeds)})
 
 
-def _drop_fit_times(fitted):
-    """Remove the steps' ``fit_time_``: fit times are side channels on the
-    data."""
-    for _, step in leaf_steps(fitted, fitted=True):
-        vars(step).pop("fit_time_", None)
-    return fitted
-
-
 def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params):
     """Clone, seed every step from ``seed``, give the private steps their
     budget, fit; return the fitted candidate and the epsilons it was
@@ -458,6 +450,12 @@ class _Refit:
 
 class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     """Shared machinery of the private searches; see :class:`PrivateGridSearchCV`."""
+
+    #: Fitted attributes computed from the noisy releases (covered by
+    #: ``epsilon_``); every other fitted attribute is public. The refitted
+    #: ``best_estimator_`` is checked by its own list.
+    _released_attributes = frozenset({"cv_results_", "best_index_", "best_params_",
+                                      "best_score_"})
 
     _parameter_constraints = {
         "estimator": [HasMethods(["fit", "predict"])],
@@ -987,11 +985,11 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
                     f"{self.epsilon}); lower refit_share."
                 )
             _reemit(caught, "refit", self.best_params_)
-            self.best_estimator_ = _drop_fit_times(best)
+            self.best_estimator_ = best
             refit = _Refit(train_event=train_event, val_event=val_event, eps_train=eps_train,
                            eps_val=eps_val, stability=stability, budgets=budgets, mu=mu)
         elif self.refit is not False:
-            self.best_estimator_ = _drop_fit_times(fits.fitted[self.best_index_][0])
+            self.best_estimator_ = fits.fitted[self.best_index_][0]
         return refit
 
     def _store_privacy(self, task, budget, fits, selection, refit, units):
@@ -1226,8 +1224,8 @@ _DOC_ATTRIBUTES = """
         decides it) differ by less than their noise, ``fit`` warns
         (``UserWarning``). Fit and score times are not reported (they are
         side channels on the data): there is no ``refit_time_``, unlike
-        ``GridSearchCV``, and the steps of ``best_estimator_`` have no
-        ``fit_time_``.
+        ``GridSearchCV`` (no skdp estimator stores its fit times; see
+        :func:`skdp.debug.record_fit_times`).
     best_index_, best_params_ : int, dict
     best_score_ : float
         Noisy score of the chosen candidate (not with a callable refit).

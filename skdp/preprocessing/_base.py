@@ -126,6 +126,11 @@ class DPPreprocessorMixin(PrivateFitMixin):
     # unit_ids reach every private step, as they reach the estimators
     __metadata_request__fit = {"unit_ids": True}
 
+    #: Fitted attributes computed from the noisy releases (covered by
+    #: ``epsilon_``); every other fitted attribute is public (see
+    #: :attr:`skdp._base.BaseDPEstimator._released_attributes`).
+    _released_attributes = frozenset()
+
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],

@@ -247,6 +247,8 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     [array(['a', 'b'], dtype='<U6')]
     """
 
+    _released_attributes = frozenset({"categories_", "noisy_counts_"})
+
     _parameter_constraints = {
         "categories": [StrOptions({"private"}), list],
         "candidate_categories": [list, None],

@@ -287,6 +287,8 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     0.0
     """
 
+    _released_attributes = frozenset({"statistics_", "fallback_", "bounds_"})
+
     _parameter_constraints = {
         "missing_values": [Real],
         "strategy": [StrOptions({"mean", "median", "most_frequent", "constant"})],

@@ -115,6 +115,9 @@ class DPMinMaxScaler(BaseDPScaler):
     (18.75, 62.5)
     """
 
+    _released_attributes = frozenset({"data_min_", "data_max_", "data_range_", "min_",
+                                      "scale_"})
+
     _parameter_constraints = {
         **BaseDPScaler._parameter_constraints,
         "feature_range": [tuple],

@@ -168,6 +168,9 @@ class DPStandardScaler(BaseDPScaler):
     1.0
     """
 
+    _released_attributes = frozenset({"bounds_", "n_samples_seen_", "mean_", "var_",
+                                      "scale_"})
+
     def __init__(
         self, *, epsilon=1.0, delta=1e-5, bounds=None, data_range=None, n_bins=32,
         quantile=0.01, clip=True, random_state=None, max_records_per_unit=MAX_RECORDS_PER_UNIT,

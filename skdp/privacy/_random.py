@@ -81,14 +81,6 @@ class SecureGenerator:
         return np.negative(np.log(self.random(size)))
 
 
-#: Test-only factor on every noise draw (:func:`normal_`, :func:`exponential_`,
-#: hence every Gaussian and Laplace release), used by the audit's power tests
-#: to build deliberately broken copies (noise a tenth of its planned size, or
-#: none) that still report the planned epsilon. It is not an option: nothing
-#: in the package sets it; see ``skdp.audit._broken``.
-_NOISE_FACTOR = 1.0
-
-
 def _fill_(tensor, values):
     """Copy a float64 numpy array into ``tensor`` (any float dtype, device)."""
     if not tensor.is_floating_point():
@@ -184,7 +176,7 @@ def normal_(tensor, generator):
         _fill_(tensor, generator.standard_normal(tensor.numel()))
     else:
         _seeded_fill_(tensor, generator, lambda out: out.normal_(generator=generator))
-    return tensor if _NOISE_FACTOR == 1.0 else tensor.mul_(_NOISE_FACTOR)
+    return tensor
 
 
 def exponential_(tensor, generator):
@@ -215,4 +207,4 @@ def exponential_(tensor, generator):
         _fill_(tensor, generator.standard_exponential(tensor.numel()))
     else:
         _seeded_fill_(tensor, generator, lambda out: out.exponential_(generator=generator))
-    return tensor if _NOISE_FACTOR == 1.0 else tensor.mul_(_NOISE_FACTOR)
+    return tensor

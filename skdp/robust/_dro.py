@@ -709,6 +709,7 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
     1.0
     """
 
+    _released_attributes = BaseDPClassifier._released_attributes | {"eta_", "history_"}
     _parameter_constraints = {**BaseDPClassifier._parameter_constraints, **_DRO_CONSTRAINTS}
     _loss = CrossEntropyLoss()
 
@@ -905,6 +906,7 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
     True
     """
 
+    _released_attributes = BaseDPRegressor._released_attributes | {"eta_", "history_"}
     _parameter_constraints = {**BaseDPRegressor._parameter_constraints, **_DRO_CONSTRAINTS}
     _loss = SquaredLoss()
 

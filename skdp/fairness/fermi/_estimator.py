@@ -19,6 +19,7 @@ from ..._base import (
 )
 from ..._groups import _is_dataframe, encode_groups, select_columns
 from ...models import gather_store_rows, is_row_store
+from ...debug import report_fit_times
 from ...privacy import compose_reports, current_communicator, silo_summary
 from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
 from ._server import FermiRun, LocalSilos, engine, train_on_silos
@@ -355,8 +356,6 @@ class DPFERMIClassifier(BaseDPClassifier):
         The class weights applied (``class_weight`` over its largest, times
         ``max_sample_weight``); for ``"balanced"`` a function of the noisy
         class counts. None without ``class_weight``.
-    fit_time_ : dict
-        Seconds spent in ``"calibration"`` and ``"training"``.
     n_features_in_ : int
     feature_names_in_ : ndarray
 
@@ -399,6 +398,10 @@ class DPFERMIClassifier(BaseDPClassifier):
 
     #: Trained by :func:`skdp.distributed.fit_data_parallel` (one silo).
     _data_parallel = True
+
+    _released_attributes = BaseDPClassifier._released_attributes | {
+        "W_", "history_", "group_priors_", "w_clip_", "w_radius_", "small_groups_",
+    }
 
     _parameter_constraints = {
         **{
@@ -793,7 +796,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         conditional = self.fairness == "equalized_odds"
         self.W_ = fit.W[0] if fit.W.shape[0] == 1 and not conditional else fit.W
         self.history_ = fit.history
-        self.fit_time_ = fit.fit_time
+        report_fit_times(self, **fit.fit_time)
         self._store_backend(fit.backend)
         self.n_steps_ = fit.rounds
         self.sampling_rates_ = np.asarray(fit.rates, dtype=np.float64)
@@ -881,6 +884,10 @@ class DPFERMIClassifier(BaseDPClassifier):
         return codes.astype(np.int64).reshape(-1)
 
     def _warn_single_group_silos(self, group_codes, silo_codes, n_groups):
+        """Warn when a silo holds one group only: a diagnostic for whoever
+        runs ``fit`` (one record can turn it off), not part of the fitted
+        estimator (see "What the guarantee does not cover" in the privacy
+        docs)."""
         if n_groups < 2 or self.n_silos_ < 2:
             return
         per_silo = np.zeros((self.n_silos_, n_groups), dtype=np.int64)

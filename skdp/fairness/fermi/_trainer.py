@@ -62,9 +62,9 @@ from ...privacy import (
     clip_factors,
     current_communicator,
     gaussian_noise,
+    normal_,
     weigh,
 )
-from ...privacy._random import normal_
 from ._ermi import project_frobenius, w_gradient_from_sums
 from .protocol import (
     CHECK_LOSS_BOUND,

@@ -436,7 +436,6 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         The class weights applied (``class_weight`` over its largest, times
         ``max_sample_weight``); for ``"balanced"`` a function of the noisy
         class counts. None without ``class_weight``.
-    fit_time_ : dict
 
     Notes
     -----
@@ -474,6 +473,12 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
 
     #: Trained by :func:`skdp.distributed.fit_data_parallel`.
     _data_parallel = True
+
+    _released_attributes = BaseDPClassifier._released_attributes | {
+        "history_", "lambda_", "expected_sizes_", "noisy_violation_", "noisy_violation_std_",
+        "constraints_met_", "constraints_", "constraint_names_", "excluded_groups_",
+        "excluded_constraints_",
+    }
 
     _parameter_constraints = {
         **BaseDPClassifier._parameter_constraints,
