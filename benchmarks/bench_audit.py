@@ -6,9 +6,13 @@ fit on ``--rows`` Adult training records (standardised, sex as the group)
 with ``--canaries`` canaries (skdp.audit: one extra column each, included by
 a fair coin), the one-run lower bound at confidence 0.95 and the claimed
 ``epsilon_``; then the same audit on broken copies whose noise is a tenth of
-the planned size and zero (test-only hook; they still claim the planned
-epsilon). A correct estimator keeps the honest bound at or below the
-claim; the broken copies should exceed it. Usage::
+the planned size and zero (tests/_broken.py; they still claim the planned
+epsilon). The claim of a pipeline is spent()'s; the person-level case
+audits a DPSGDClassifier fitted with unit_ids against canary persons of 10
+records each. The bound is the one valid for every mechanism (every fit
+here is subsampled: see skdp.audit.is_gaussian_event). A correct
+estimator keeps the honest bound at or below the claim; the broken copies
+should exceed it. Usage::
 
     python benchmarks/bench_audit.py [--rows 5000] [--canaries 1000] [--epsilons 1 8]
 """
@@ -21,6 +25,7 @@ import warnings
 
 import numpy as np
 from _common import load_adult, print_table
+from sklearn.pipeline import make_pipeline
 
 # the broken copies' noise patch is a test helper, not part of the package
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
@@ -41,8 +46,9 @@ from skdp.model_selection import PrivateGridSearchCV
 from skdp.preprocessing import DPStandardScaler
 
 
-def estimators(epsilon, n):
-    """(name, estimator, target kind, fit options) of every audited estimator."""
+def estimators(epsilon, d):
+    """(name, estimator, target kind, fit options) of every audited estimator
+    (``d`` features)."""
     grid = {"learning_rate": [0.1, 0.5]}
     return [
         ("DPSGDClassifier", DPSGDClassifier(epsilon=epsilon), "label", {}),
@@ -61,6 +67,12 @@ def estimators(epsilon, n):
         ("PrivateGridSearchCV(DPSGDClassifier)",
          PrivateGridSearchCV(DPSGDClassifier(), grid, epsilon=epsilon), "label", {}),
         ("DPStandardScaler", DPStandardScaler(epsilon=epsilon, bounds=(-20, 20)), None, {}),
+        ("Pipeline(DPStandardScaler, DPSGDClassifier), claim: spent()",
+         make_pipeline(DPStandardScaler(epsilon=epsilon, bounds=(np.full(d, -20.0),
+                                                                 np.full(d, 20.0))),
+                       DPSGDClassifier(epsilon=epsilon)), "label", {}),
+        ("DPSGDClassifier, persons (canaries of 10 records)", DPSGDClassifier(epsilon=epsilon),
+         "label", {"persons": True}),
     ]
 
 
@@ -78,13 +90,16 @@ def main():
     X = np.delete(X, 0, axis=1)
     table = []
     for epsilon in args.epsilons:
-        for name, estimator, kind, options in estimators(epsilon, len(y)):
+        for name, estimator, kind, options in estimators(epsilon, X.shape[1]):
             target = {"label": y, "value": value, None: None}[kind]
             params = {}
             if options.get("groups"):
                 params["sensitive_features"] = s
             if options.get("silos"):
                 params["silo_ids"] = np.arange(len(y)) % options["silos"]
+            if options.get("persons"):  # about 5 records a person; canary persons of 10
+                params["unit_ids"] = np.random.default_rng(1).integers(0, len(y) // 5, len(y))
+                params["records_per_canary"] = 10
             bounds = []
             start = time.perf_counter()
             for factor in (1.0, 0.1, 0.0):

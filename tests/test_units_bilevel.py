@@ -390,3 +390,39 @@ def test_learns_on_a_seeded_panel():
     reg = DPBilevelRidge(epsilon=4.0, random_state=0).fit(X, target, unit_ids=person)
     assert reg.score(X_test, target_test) > 0.6
     assert np.all(np.isfinite(reg.omega_path_)) and math.isfinite(reg.epsilon_)
+
+
+def test_a_canary_person_cannot_be_told_from_validation_size():
+    """The audit's reproduction: a canary person of 50 records added by a
+    fair coin to 100 persons of 2 records, one fit per coin. When
+    ``validation_size_`` counted records, the canary's 50 records showed in
+    it whenever the canary fell in the validation part (a lower bound of
+    2.98 against a claim of 0.997 over 2,000 fits per side); counted in
+    units, it moves by at most one with the canary, like ``n_units_``."""
+    from skdp.audit import clopper_pearson_epsilon_lower_bound
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 3)), rng.normal(size=200)
+    units = np.repeat(np.arange(100), 2)
+    canary_X, canary_y = np.full((50, 3), 3.0), np.full(50, 3.0)
+    n_fits = 200
+    included = rng.random(n_fits) < 0.5
+    sizes = np.empty(n_fits)
+    claims = []
+    for i in range(n_fits):  # one fit per coin (the repeated audit)
+        X_fit, y_fit, u_fit = X, y, units
+        if included[i]:
+            X_fit, y_fit = np.vstack([X, canary_X]), np.r_[y, canary_y]
+            u_fit = np.r_[units, np.full(50, 100)]
+        est = DPBilevelRidge(n_outer_iter=1, inner_steps=1, y_bounds=(-5, 5),
+                             random_state=i).fit(X_fit, y_fit, unit_ids=u_fit)
+        sizes[i] = est.validation_size_
+        claims.append(est.epsilon_)
+    # guess "in" when the validation part is larger than any canary-free fit
+    # can make it by chance: far above the expected 20 units
+    guessed_in = sizes >= 40
+    bound = clopper_pearson_epsilon_lower_bound(
+        int(np.sum(guessed_in & ~included)), int(np.sum(~included)),
+        int(np.sum(~guessed_in & included)), int(np.sum(included)), delta=1e-5)
+    assert bound <= min(claims), bound
+    assert sizes.max() <= 101

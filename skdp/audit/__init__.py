@@ -5,7 +5,7 @@ epsilon it claims proves, at the stated confidence, that the claim is wrong.
 See :ref:`audit`.
 """
 
-from ._audit import AuditResult, audit_one_run, audit_repeated
+from ._audit import AuditResult, audit_one_run, audit_repeated, is_gaussian_event, one_run_bound
 from ._bounds import (
     OneRunAuditResult,
     clopper_pearson_epsilon_lower_bound,
@@ -22,5 +22,7 @@ __all__ = [
     "clopper_pearson_epsilon_lower_bound",
     "epsilon_lower_bound_from_scores",
     "fdp_one_run_epsilon_lower_bound",
+    "is_gaussian_event",
+    "one_run_bound",
     "one_run_epsilon_lower_bound",
 ]

@@ -477,8 +477,10 @@ class OneRunAuditResult:
         Right guesses at that k.
     epsilon_fdp : float
         Bound of Mahloujifar, Melis & Chaudhuri with the Gaussian trade-off
-        function, the best over the grid: valid for a mechanism whose
-        trade-off curve is Gaussian.
+        function, the best over the grid: valid only for a mechanism whose
+        trade-off curve is Gaussian (see :func:`~skdp.audit.is_gaussian_event`;
+        for randomized response, Laplace or a subsampled Gaussian it can
+        exceed the true epsilon). NaN when not computed.
     mu_fdp : float
         The bound on the Gaussian-DP mu behind ``epsilon_fdp``.
     k_fdp : int
@@ -548,7 +550,8 @@ def _correct_top_bottom(scores, included, ks):
     return ins_from_top[ks] + outs_from_bottom[ks]
 
 
-def epsilon_lower_bound_from_scores(scores, included, *, delta, confidence=0.95, k=None):
+def epsilon_lower_bound_from_scores(scores, included, *, delta, confidence=0.95, k=None,
+                                    fdp=True):
     r"""One-run epsilon lower bounds from canary scores, over a grid of guesses.
 
     For each k of a grid, the auditor guesses "in" for the k canaries with
@@ -578,6 +581,11 @@ def epsilon_lower_bound_from_scores(scores, included, *, delta, confidence=0.95,
         Guesses per side, each in [1, m // 2]. ``None`` uses the public grid
         ``m // 50, m // 20, m // 10, m // 5, m // 2`` (the non-zero ones).
         Whatever the grid, it must be chosen without looking at ``included``.
+    fdp : bool, default=True
+        Whether to compute the f-DP bound, which holds only for a mechanism
+        whose trade-off curve is Gaussian (see
+        :func:`~skdp.audit.is_gaussian_event`); without it ``epsilon_fdp``
+        and ``mu_fdp`` are NaN and ``k_fdp`` 0.
 
     Returns
     -------
@@ -620,16 +628,17 @@ def epsilon_lower_bound_from_scores(scores, included, *, delta, confidence=0.95,
         one_run_epsilon_lower_bound(2 * k_, int(v), m, delta=delta, confidence=each)
         for k_, v in zip(ks, correct)
     ]
-    mus = [_fdp_mu_lower_bound(2 * k_, int(v), m, beta / len(ks)) for k_, v in zip(ks, correct)]
+    mus = ([_fdp_mu_lower_bound(2 * k_, int(v), m, beta / len(ks)) for k_, v in zip(ks, correct)]
+           if fdp else [np.nan])
     best, best_fdp = int(np.argmax(steinke)), int(np.argmax(mus))
     return OneRunAuditResult(
         epsilon=steinke[best],
         k=ks[best],
         n_guesses=2 * ks[best],
         n_correct=int(correct[best]),
-        epsilon_fdp=_mu_to_epsilon(mus[best_fdp], delta),
+        epsilon_fdp=_mu_to_epsilon(mus[best_fdp], delta) if fdp else np.nan,
         mu_fdp=mus[best_fdp],
-        k_fdp=ks[best_fdp],
+        k_fdp=ks[best_fdp] if fdp else 0,
         ks=ks,
         n_correct_per_k=tuple(int(v) for v in correct),
         delta=delta,
