@@ -2,8 +2,10 @@
 
 Fits a fixed set of estimator configurations (every estimator, linear and
 MLP, one and several silos, every DRO algorithm, the private search and the
-private preprocessing) with fixed seeds and saves every fitted float array
-and the reported epsilons. Run it before and after a change, on the same
+private preprocessing; every estimator with ``unit_ids``; sample weights and
+balanced class weights; a two-fit warm start; the imputer; a memmap and an
+HDF5-like row store; a two-process data-parallel fit) with fixed seeds and
+saves every fitted float array and the reported epsilons. Run it before and after a change, on the same
 machine and thread count, and compare: a pure refactoring gives identical
 bits (see docs/privacy.rst, Reproducibility: other machines or thread counts
 agree only within a tolerance). Usage::
@@ -37,10 +39,51 @@ def configurations():
         DPSGDRegressor,
     )
     from skdp.model_selection import PrivateGridSearchCV
-    from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
+    from skdp.preprocessing import (
+        DPMinMaxScaler,
+        DPOneHotEncoder,
+        DPSimpleImputer,
+        DPStandardScaler,
+    )
 
     mlp = dict(hidden_layer_sizes=(8,), random_state=0)
+    seeded = dict(random_state=0)
+    units = {
+        f"{name}_units": (estimator, target, {**options, "units": True})
+        for name, (estimator, target, options) in {
+            "dpsgd": (DPSGDClassifier(**seeded), "clf", {}),
+            "dpsgd_regressor": (DPSGDRegressor(**seeded), "reg", {}),
+            "raco": (DPRateConstrainedClassifier(**seeded), "clf", {"groups": True}),
+            "fermi": (DPFERMIClassifier(**seeded), "clf", {"groups": True}),
+            "fermi_silos": (DPFERMIClassifier(**seeded), "clf",
+                            {"groups": True, "silos": True}),
+            "dro": (DPDROClassifier(**seeded), "clf", {}),
+            "dro_regressor": (DPDRORegressor(**seeded), "reg", {}),
+            "bilevel_ridge": (DPBilevelRidge(**seeded), "reg", {}),
+            "bilevel_logistic": (DPBilevelLogisticRegression(**seeded), "clf", {}),
+        }.items()
+    }
     return {
+        **units,
+        "dpsgd_weights": (DPSGDClassifier(max_sample_weight=2.0, **seeded), "clf",
+                          {"weights": True}),
+        "raco_weights": (DPRateConstrainedClassifier(**seeded), "clf",
+                         {"groups": True, "weights": True}),
+        "dro_regressor_weights": (DPDRORegressor(**seeded), "reg", {"weights": True}),
+        "dpsgd_balanced": (DPSGDClassifier(class_weight="balanced", **seeded), "clf", {}),
+        "fermi_balanced": (DPFERMIClassifier(class_weight="balanced", **seeded), "clf",
+                           {"groups": True}),
+        "dro_balanced": (DPDROClassifier(class_weight="balanced", **seeded), "clf", {}),
+        "dpsgd_warm": (DPSGDClassifier(warm_start=True, **seeded), "clf", {"warm": True}),
+        "raco_warm": (DPRateConstrainedClassifier(warm_start=True, **seeded), "clf",
+                      {"groups": True, "warm": True}),
+        "bilevel_ridge_warm": (DPBilevelRidge(warm_start=True, **seeded), "reg",
+                               {"warm": True}),
+        "imputer": (DPSimpleImputer(bounds=(-4.0, 4.0), **seeded), "X_missing", {}),
+        "dpsgd_memmap": (DPSGDClassifier(**seeded), "clf", {"memmap": True}),
+        "raco_store": (DPRateConstrainedClassifier(**seeded), "clf",
+                       {"groups": True, "store": True}),
+        "dpsgd_data_parallel": (DPSGDClassifier(**seeded), "clf", {"launch": True}),
         "dpsgd": (DPSGDClassifier(random_state=0), "clf", {}),
         "dpsgd_mlp": (DPSGDClassifier(**mlp), "clf", {}),
         "dpsgd_multiclass": (DPSGDClassifier(random_state=0), "multi", {}),
@@ -84,7 +127,36 @@ def data():
         "multi": (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int),
         "reg": X[:, 0] - 2.0 * X[:, 1] + 0.3 * rng.normal(size=len(y)),
         "categories": rng.choice(np.array(["a", "b", "c"]), size=(len(y), 2)),
+        "X_missing": np.where(rng.random(X.shape) < 0.1, np.nan, X),
+        "units": rng.integers(0, len(y) // 4, len(y)),
+        "weights": rng.uniform(0.0, 2.0, len(y)),
     }
+
+
+class RowStore:
+    """A table that answers only what HDF5 answers: a block of rows, or
+    increasing row indices (as tests/test_row_stores.py)."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.dtype = array, array.shape, array.dtype
+
+    def __getitem__(self, key):
+        if not isinstance(key, slice):
+            key = np.asarray(key)
+            if key.ndim != 1 or key.dtype.kind not in "iu" or (np.diff(key) <= 0).any():
+                raise TypeError("indices must be increasing integers")
+        return self.array[key]
+
+    def __len__(self):
+        return self.shape[0]
+
+
+def _memmap(X, directory):
+    path = f"{directory}/X.f32"
+    mapped = np.memmap(path, dtype=np.float32, mode="w+", shape=X.shape)
+    mapped[:] = X
+    mapped.flush()
+    return np.memmap(path, dtype=np.float32, mode="r", shape=X.shape)
 
 
 def fitted_arrays(estimator):
@@ -110,28 +182,49 @@ def fitted_arrays(estimator):
             out[name] = np.array(value, dtype=np.float64)
 
     visit("", estimator)
-    # wall-clock times are not fingerprints
-    return {k: v for k, v in out.items() if "fit_time_" not in k}
+    return out
 
 
-def fingerprint():
+def fingerprint(names=None):
+    import tempfile
+
     warnings.simplefilter("ignore")
     d = data()
     out = {}
-    for name, (estimator, target, options) in configurations().items():
-        kwargs = {}
-        if options.get("groups"):
-            kwargs["sensitive_features"] = d["groups"]
-        if options.get("silos"):
-            kwargs["silo_ids"] = d["silos"]
-        if target == "X":
-            estimator.fit(d["X"])
-        elif target == "categories":
-            estimator.fit(d["categories"])
-        else:
-            estimator.fit(d["X"], d[target if target != "clf" else "y"], **kwargs)
-        out[name] = fitted_arrays(estimator)
-        print(f"{name}: {len(out[name])} arrays", flush=True)
+    with tempfile.TemporaryDirectory() as directory:
+        for name, (estimator, target, options) in configurations().items():
+            if names and name not in names:
+                continue
+            kwargs = {}
+            if options.get("groups"):
+                kwargs["sensitive_features"] = d["groups"]
+            if options.get("silos"):
+                kwargs["silo_ids"] = d["silos"]
+            if options.get("units"):
+                kwargs["unit_ids"] = (d["units"] if not options.get("silos")
+                                      else d["units"] - d["units"] % 3 + d["silos"])
+            if options.get("weights"):
+                kwargs["sample_weight"] = d["weights"]
+            X = d["X"]
+            if options.get("memmap"):
+                X = _memmap(X.astype(np.float32), directory)
+            if options.get("store"):
+                X = RowStore(X)
+            if target in ("X", "X_missing"):
+                estimator.fit(d[target])
+            elif target == "categories":
+                estimator.fit(d["categories"])
+            elif options.get("launch"):
+                from skdp.distributed import launch
+
+                estimator = launch(estimator, X, d["y"], n_processes=2)
+            else:
+                y = d[target if target != "clf" else "y"]
+                estimator.fit(X, y, **kwargs)
+                if options.get("warm"):
+                    estimator.fit(X, y, **kwargs)
+            out[name] = fitted_arrays(estimator)
+            print(f"{name}: {len(out[name])} arrays", flush=True)
     return out
 
 
@@ -156,6 +249,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--compare", action="store_true")
+    parser.add_argument("--only", nargs="+", help="fit only these configurations")
     args = parser.parse_args()
     if args.compare:
         before, after = (pickle.load(open(p, "rb")) for p in args.paths)
@@ -163,7 +257,7 @@ def main():
         print("\n".join(differences) or f"identical: {len(before)} configurations")
         sys.exit(1 if differences else 0)
     with open(args.paths[0], "wb") as fh:
-        pickle.dump(fingerprint(), fh)
+        pickle.dump(fingerprint(args.only), fh)
 
 
 if __name__ == "__main__":
