@@ -48,7 +48,7 @@ from skdp import (
     DPRateConstrainedClassifier,
     DPSGDClassifier,
 )
-from skdp._base import MAX_RECORDS_PER_UNIT
+from skdp._fit.units import MAX_RECORDS_PER_UNIT
 from skdp.metrics import demographic_parity_difference, worst_group_accuracy
 from skdp.privacy import compute_epsilon
 

@@ -1,4 +1,4 @@
-"""Private calibration of binary classifiers' scores (skdp._calibration):
+"""Private calibration of binary classifiers' scores (skdp._fit.calibration):
 one accounted release of (score bin, class) counts, then post-processing."""
 
 import warnings
@@ -17,7 +17,7 @@ from skdp import (
     DPRateConstrainedClassifier,
     DPSGDClassifier,
 )
-from skdp._calibration import (
+from skdp._fit.calibration import (
     MIN_TEMPERATURE_SCALE,
     N_BINS,
     calibration_counts,

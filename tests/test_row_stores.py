@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import skdp._base as base
+import skdp._fit.rows as rows_module
 import skdp.models._backends as backends
 from skdp import (
     DPDROClassifier,
@@ -128,11 +128,11 @@ def test_a_store_fit_is_the_in_memory_fit(name, dtype):
     _assert_same_fit(from_store, in_memory)
     assert from_store._rows_on_disk  # gathered ahead in the background
     assert np.array_equal(from_store.predict(X), in_memory.predict(X))
-    assert max(store.reads) <= max(base._SCORE_BLOCK, len(y) // 2)  # never the whole table
+    assert max(store.reads) <= max(rows_module.SCORE_BLOCK, len(y) // 2)  # never the whole table
 
 
 def test_a_store_is_never_read_whole(monkeypatch):
-    monkeypatch.setattr(base, "_SCORE_BLOCK", 256)  # validation, range check, scoring
+    monkeypatch.setattr(rows_module, "SCORE_BLOCK", 256)  # validation, range check, scoring
     monkeypatch.setattr(backends, "_NORM_BLOCK", 256)  # the rows' squared norms
     X, y, _ = _table(n=3000, dtype=np.float32)
     store = RowStore(X)

@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import skdp._base as base
+import skdp._fit.rows as fit_rows
 import skdp.models._rows as rows_module
 from skdp import (
     DPDROClassifier,
@@ -376,7 +376,7 @@ def test_check_and_calibration_in_blocks_are_exact(monkeypatch):
     X, y, _ = _table(n=1500)
     X = X.astype(np.float64)
     whole = DPSGDClassifier(random_state=0, max_epochs=2).fit(X, y)
-    monkeypatch.setattr(base, "_SCORE_BLOCK", 97)
+    monkeypatch.setattr(fit_rows, "SCORE_BLOCK", 97)
     blocks = DPSGDClassifier(random_state=0, max_epochs=2).fit(X, y)
     _assert_same_fit(whole, blocks)
 
@@ -387,7 +387,7 @@ def test_check_in_blocks_with_groups_and_many_classes(monkeypatch):
     X = X.astype(np.float64)
     fit = {"sensitive_features": groups}
     whole = DPSGDClassifier(random_state=1, max_epochs=2).fit(X, y, **fit)
-    monkeypatch.setattr(base, "_SCORE_BLOCK", 50)
+    monkeypatch.setattr(fit_rows, "SCORE_BLOCK", 50)
     blocks = DPSGDClassifier(random_state=1, max_epochs=2).fit(X, y, **fit)
     _assert_same_fit(whole, blocks)
     assert whole.prediction_counts_.shape == (len(whole.groups_), 3, 3)
@@ -395,7 +395,7 @@ def test_check_in_blocks_with_groups_and_many_classes(monkeypatch):
 
 def test_row_blocks_cover_every_row_once():
     for n in (0, 1, 96, 97, 98, 1000):
-        covered = np.concatenate([np.arange(n)[rows] for rows in base._row_blocks(n)])
+        covered = np.concatenate([np.arange(n)[rows] for rows in fit_rows.row_blocks(n)])
         assert np.array_equal(covered, np.arange(n))
 
 

@@ -25,8 +25,10 @@ from skdp import (
     DPSGDClassifier,
     DPSGDRegressor,
 )
-from skdp._base import _target_histogram
-from skdp._calibration import calibration_counts
+from skdp._fit.calibration import calibration_counts
+from skdp._fit.releases import ModelCheck
+from skdp._fit.releases import target_histogram as _target_histogram
+from skdp._fit.state import FitState
 from skdp.exceptions import UnitPrivacyNotAvailableError
 from skdp.fairness.raco._trainer import RateConstrainedHead, batch_histogram
 from skdp.model_selection import PrivateGridSearchCV
@@ -117,10 +119,9 @@ def test_one_unit_moves_every_release_by_at_most_its_sensitivity(fitted, panel):
     check._judge_model = lambda loss_sum, std: captured.setdefault("loss", []).append(loss_sum)
     try:
         for mask in (np.ones(n, bool), present):
-            sub = SimpleNamespace(y_codes=y[mask], group_codes=None,
-                                  units=SimpleNamespace(factors=factors[mask]))
+            sub = FitState(y_codes=y[mask], units=SimpleNamespace(factors=factors[mask]))
             report = SimpleNamespace(private=False, noise={})
-            check._check_model(X[mask], report, None, sub)
+            ModelCheck().apply(check, X[mask], sub, report, None)
             captured.setdefault("counts", []).append(check.prediction_counts_.ravel().copy())
     finally:
         check._judge_model = original

@@ -15,7 +15,7 @@ from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skdp._base import _target_histogram
+from skdp._fit.releases import target_histogram as _target_histogram
 from skdp.bilevel._dp_loc_gd import LocGDConfig, run_loc_gd
 from skdp.bilevel._estimator import _public_part_sizes
 from skdp.bilevel._solvers import InnerSolver, SolverSettings, exact_solve

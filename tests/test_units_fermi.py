@@ -20,7 +20,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skdp import DPFERMIClassifier
-from skdp._base import MAX_RECORDS_PER_UNIT
+from skdp._fit.units import MAX_RECORDS_PER_UNIT
 from skdp.datasets import make_fair_classification
 from skdp.fairness.fermi._ermi import (
     default_w_radius,

@@ -19,22 +19,20 @@ number of records (see :class:`~skdp.bilevel._solvers.Problem`).
 """
 
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
-from types import SimpleNamespace
-from typing import ClassVar
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 import torch
 from sklearn.utils._metadata_requests import UNUSED
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import (
-    MAX_RECORDS_PER_UNIT,
-    UNIT_CONSTRAINTS,
-    BaseDPClassifier,
-    BaseDPRegressor,
-    split_fit_only_columns,
-)
+from .._fit.classifier import BaseDPClassifier
+from .._fit.columns import split_fit_only_columns
+from .._fit.regressor import BaseDPRegressor
+from .._fit.state import FitState
+from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..privacy import (
     ACCOUNTANTS,
     NEIGHBORING,
@@ -70,6 +68,37 @@ _MAX_MULTIPLIER = 1e3
 
 #: The tuners' fitted attributes computed from their noisy releases.
 _BILEVEL_RELEASED = frozenset({"history_", "omega_", "omega_path_", "t_out_"})
+
+
+@dataclass
+class BilevelFitState(FitState):
+    """A bilevel tuner's fit state: the base's, and what its hooks pass on.
+
+    Attributes
+    ----------
+    validation_mask : ndarray of bool or None
+        The user's validation part (None: drawn by coins).
+    mask : ndarray of bool or None
+        The validation part of this fit.
+    sizes : tuple or None
+        ``(n, n_train, n_val)`` that weigh the two parts (public).
+    settings : dict or None
+        The inner solves' settings by name.
+    rows : tensor or None
+        The float64 rows the solvers work on.
+    t_out : int or None
+        The iteration chosen by the output rule.
+    omega : float or None
+        The tuned strength.
+    """
+
+    validation_mask: Optional[np.ndarray] = None
+    mask: Optional[np.ndarray] = None
+    sizes: Optional[tuple] = None
+    settings: Optional[dict] = None
+    rows: Any = None
+    t_out: Optional[int] = None
+    omega: Optional[float] = None
 
 
 def _part_sizes(mask, units=None):
@@ -307,11 +336,8 @@ class _DPBilevelMixin:
             ))
         extra = ({} if units is None else
                  {"n_records": units.n_units, "privacy_unit": units.description})
-        return ReleasePlan(batches, initial=self._initial_releases(),
-                           neighboring=self.neighboring, accountant=self.accountant, **extra)
-
-    def _initial_releases(self):
-        return ()
+        return ReleasePlan(batches, neighboring=self.neighboring, accountant=self.accountant,
+                           **extra)
 
     def _outer_sensitivity(self, n_train):
         # the paper's per-record outer bound, of order penalty * C, over the
@@ -353,29 +379,29 @@ class _DPBilevelMixin:
         """
         self._check_tuner_params()
         unit_codes, n_units = self._validated_unit_ids(unit_ids, X.shape[0])
-        fit = SimpleNamespace(make_targets=make_targets, n_outputs=n_outputs,
-                              validation_mask=validation_mask, unit_codes=unit_codes,
-                              n_units=n_units, **labels)
-        return self._fit_private(X, fit)
+        state = BilevelFitState(make_targets=make_targets, n_outputs=n_outputs,
+                                validation_mask=validation_mask, unit_codes=unit_codes,
+                                n_units=n_units, **labels)
+        return self._fit_private(X, state)
 
     # the hooks of BaseDPEstimator._fit_private
     _training_dtype = torch.float64
 
-    def _plan(self, X, fit, generator):
+    def _plan(self, X, state, generator):
         """The split (a coin per record, or per unit, drawn first after the
         units' subsets) and the plan of the inner solves."""
-        fit.mask = self._split(X.shape[0], fit.validation_mask, generator, fit.units)
+        state.mask = self._split(X.shape[0], state.validation_mask, generator, state.units)
         # with units, batch sizes and rates count units, whose number is public
-        fraction = None if fit.validation_mask is not None else self.validation_fraction
-        fit.sizes = _public_part_sizes(fit.mask, fit.units, fraction)
-        n, n_train, _ = fit.sizes
-        self._check_budget(n, fit.units)
-        fit.settings = {"train": self._settings(n), "mixed": self._settings(n)}
+        fraction = None if state.validation_mask is not None else self.validation_fraction
+        state.sizes = _public_part_sizes(state.mask, state.units, fraction)
+        n, n_train, _ = state.sizes
+        self._check_budget(n, state.units)
+        state.settings = {"train": self._settings(n), "mixed": self._settings(n)}
         if self.refit_share > 0:
-            fit.settings["refit"] = self._settings(n, refit=True)
-        return self._release_plan(fit.settings, n_train, fit.units)
+            state.settings["refit"] = self._settings(n, refit=True)
+        return self._release_plan(state.settings, n_train, state.units)
 
-    def _calibrate(self, plan, fit):
+    def _calibrate(self, plan, state):
         if self.epsilon is None:
             return plan.non_private(self.delta)
         try:
@@ -400,25 +426,25 @@ class _DPBilevelMixin:
         linear model, trained on one thread on the CPU)."""
         self._is_linear = True
 
-    def _targets(self, report, generator, device, X_t, fit):
-        fit.rows = X_t.tensor()  # the float64 rows the solvers work on
-        weights = None if fit.units is None else fit.units.factors
-        targets = fit.make_targets(report, generator, device, weights=weights)
+    def _targets(self, report, generator, device, X_t, state):
+        state.rows = X_t.tensor()  # the float64 rows the solvers work on
+        weights = None if state.units is None else state.units.factors
+        targets = state.make_targets(report, generator, device, weights=weights)
         return targets.to(device=device, dtype=torch.float64)
 
-    def _train(self, backend, targets, report, generator, fit):
+    def _train(self, backend, targets, report, generator, state):
         """The outer loop over private inner solves, then the refit at the
         chosen omega; returns ``(weights, history, noise)``."""
         exact = self.epsilon is None
-        rows, device = fit.rows, fit.rows.device
-        train, mixed = self._problems(rows, targets, fit.mask, device, fit.sizes,
-                                      units=fit.units)
+        rows, device = state.rows, state.rows.device
+        train, mixed = self._problems(rows, targets, state.mask, device, state.sizes,
+                                      units=state.units)
         # sample weights (factors in [0, 1], or None; with units times the
         # unit factors) weigh every record in both
-        train.record_weights = mixed.record_weights = fit.record_weights
+        train.record_weights = mixed.record_weights = state.record_weights
         reg = self._regularizer()
-        train_solver = InnerSolver(train, fit.settings["train"], generator, exact, reg)
-        mixed_solver = InnerSolver(mixed, fit.settings["mixed"], generator, exact, reg)
+        train_solver = InnerSolver(train, state.settings["train"], generator, exact, reg)
+        mixed_solver = InnerSolver(mixed, state.settings["mixed"], generator, exact, reg)
         noise = {name: report.multiplier(name) for name in ("train", "mixed")}
         outer_std = 0.0
         if self.outer_noise == "paper" and not exact:
@@ -429,44 +455,44 @@ class _DPBilevelMixin:
             omega_bounds=tuple(self.omega_bounds), outer_lr=self.outer_lr,
             outer_noise_std=outer_std, verbose=self.verbose, regularizer=reg,
         )
-        theta0 = torch.zeros((fit.n_outputs, rows.shape[1] + 1), dtype=torch.float64,
+        theta0 = torch.zeros((state.n_outputs, rows.shape[1] + 1), dtype=torch.float64,
                              device=device)
-        if fit.initial_weights is not None:  # warm_start: the previous model
-            theta0 = torch.as_tensor(fit.initial_weights, dtype=torch.float64, device=device)
+        if state.initial_weights is not None:  # warm_start: the previous model
+            theta0 = torch.as_tensor(state.initial_weights, dtype=torch.float64, device=device)
         history = run_bilevel(train_solver, mixed_solver,
                               {k: noise[k] for k in ("train", "mixed")}, config, generator,
                               theta0)
         t_out = output_rule(history["omega"])
         omega = float(history["omega"][t_out])
         weights = history["models"][t_out]
-        if "refit" in fit.settings:
+        if "refit" in state.settings:
             everything = Problem(torch.cat([rows, torch.ones_like(rows[:, :1])], 1),
                                  torch.cat([targets, torch.ones_like(targets[:, :1])], 1),
-                                 self._loss_kind, "refit", record_weights=fit.record_weights,
-                                 units=fit.units)
-            refit = InnerSolver(everything, fit.settings["refit"], generator, exact, reg)
+                                 self._loss_kind, "refit", record_weights=state.record_weights,
+                                 units=state.units)
+            refit = InnerSolver(everything, state.settings["refit"], generator, exact, reg)
             weights = refit.solve(omega, weights, report.multiplier("refit"))
             noise["refit"] = report.multiplier("refit")
-        fit.t_out, fit.omega = t_out, omega
+        state.t_out, state.omega = t_out, omega
         return weights.cpu().numpy(), history, noise
 
     def _store_model(self, backend, result):
         self._set_linear_params(result[0])
         self.module_state_ = None
 
-    def _store_fitted(self, report, result, fit):
+    def _store_fitted(self, report, result, state):
         _, history, noise = result
         self.noise_multipliers_ = noise
-        self.t_out_ = fit.t_out
-        self.omega_ = fit.omega
+        self.t_out_ = state.t_out
+        self.omega_ = state.omega
         self.omega_path_ = history["omega"]
         self.n_iter_ = self.n_outer_iter
         self.history_ = {k: v for k, v in history.items() if k != "models"}
         # in privacy units: a count of units (records) given by the public
         # unit coins (record coins) or the user's mask, never of the records
         # of the validation units (how many records a person holds is private)
-        self.validation_size_ = _part_sizes(fit.mask, fit.units)[2]
-        self.n_units_ = None if fit.units is None else fit.units.n_units
+        self.validation_size_ = _part_sizes(state.mask, state.units)[2]
+        self.n_units_ = None if state.units is None else state.units.n_units
 
 _PARAMS_DOC = """
     epsilon : float or None, default=1.0
@@ -781,10 +807,6 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
 
         return self._tune(X, targets, 1, validation_mask, unit_ids=unit_ids,
                           sample_weight=sample_weight, previous=previous)
-
-    def _initial_releases(self):
-        release = self._target_release()
-        return () if release is None else (release,)
 
 
 class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):

@@ -1,26 +1,22 @@
 """DP-SGD classifier: the baseline every skdp estimator is compared against."""
 
-from numbers import Integral, Real
-from types import SimpleNamespace
+from numbers import Real
 
 import torch
 from sklearn.utils._param_validation import Interval
 
-from .._base import BaseDPClassifier
+from .._fit.classifier import BaseDPClassifier
+from .._fit.state import FitState
+from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
+from .._training import DPSGDConfig, train_dpsgd
 from ..models import CrossEntropyHead
 from ..privacy import BatchReleases, Release, ReleasePlan, current_communicator
-from .._training import DPSGDConfig, train_dpsgd
-
-
-#: Default ``max_records_per_unit`` (chosen on held-out persons of
-#: benchmarks/bench_units.py, see docs/units.rst).
-_MAX_RECORDS_PER_UNIT = 16
 
 
 class _DPSGDMixin:
     """The DP-SGD fit shared by :class:`DPSGDClassifier` and
     :class:`~skdp.DPSGDRegressor`: the hooks of
-    :meth:`~skdp._base.BaseDPEstimator._fit_private` (plan, targets,
+    :meth:`~skdp._fit.template.BaseDPEstimator._fit_private` (plan, targets,
     trainer, fitted state)."""
 
     #: Trained by :func:`skdp.distributed.fit_data_parallel`.
@@ -28,8 +24,7 @@ class _DPSGDMixin:
 
     _dpsgd_constraints = {
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "max_records_per_unit": [Interval(Integral, 1, None, closed="left")],
-        "unit_column": [str, Integral, None],
+        **UNIT_CONSTRAINTS,
     }
 
     def _fit_dpsgd(self, X, make_targets, head, **labels):
@@ -48,41 +43,37 @@ class _DPSGDMixin:
         unit_ids = labels.pop("unit_ids", None)
         unit_codes, n_units = self._validated_unit_ids(unit_ids, X.shape[0])
         return self._fit_private(
-            X, SimpleNamespace(make_targets=make_targets, head=head, unit_codes=unit_codes,
-                               n_units=n_units, **labels))
+            X, FitState(make_targets=make_targets, head=head, unit_codes=unit_codes,
+                        n_units=n_units, **labels))
 
-    def _plan(self, X, fit, generator):
+    def _plan(self, X, state, generator):
         # with units, sampling is over units and their number is public; in a
         # data-parallel fit X is this rank's shard and n the rows of all ranks
-        fit.n = (current_communicator().total(X.shape[0]) if fit.units is None
-                 else fit.units.n_units)
-        fit.q = self._check_privacy_setup(fit.n, self._resolve_batch_size(fit.n))
-        return self._release_plan(fit.q, self._n_steps_requested(fit.q), fit.units)
+        state.n = (current_communicator().total(X.shape[0]) if state.units is None
+                 else state.units.n_units)
+        state.q = self._check_privacy_setup(state.n, self._resolve_batch_size(state.n))
+        return self._release_plan(state.q, self._n_steps_requested(state.q), state.units)
 
-    def _targets(self, report, generator, device, X_t, fit):
-        weights = None if fit.units is None else fit.units.factors
-        targets = fit.make_targets(report, generator, device, weights=weights)
+    def _targets(self, report, generator, device, X_t, state):
+        weights = None if state.units is None else state.units.factors
+        targets = state.make_targets(report, generator, device, weights=weights)
         return targets.to(device=device, dtype=X_t.dtype)
 
-    def _train(self, backend, targets, report, generator, fit):
+    def _train(self, backend, targets, report, generator, state):
         config = DPSGDConfig(
-            n_steps=report.steps[0], sampling_rate=fit.q, max_grad_norm=self.max_grad_norm,
+            n_steps=report.steps[0], sampling_rate=state.q, max_grad_norm=self.max_grad_norm,
             noise_multiplier=report.multiplier("gradient"), optimizer=self.optimizer,
             learning_rate=self.learning_rate, momentum=self.momentum, verbose=self.verbose,
-            alpha=self.alpha, head=fit.head, averaging=getattr(self, "averaging", 0.0),
+            alpha=self.alpha, head=state.head, averaging=getattr(self, "averaging", 0.0),
         )
-        return train_dpsgd(backend, targets, config, generator, units=fit.units)
+        return train_dpsgd(backend, targets, config, generator, units=state.units)
 
-    def _store_fitted(self, report, result, fit):
+    def _store_fitted(self, report, result, state):
         self.n_steps_ = report.steps[0]
-        self.sampling_rate_ = fit.q
-        self.batch_size_ = self._expected_batch_size(fit.n, fit.q)
+        self.sampling_rate_ = state.q
+        self.batch_size_ = self._expected_batch_size(state.n, state.q)
         self.noise_multiplier_ = report.multiplier("gradient")
-        self.n_units_ = None if fit.units is None else fit.units.n_units
-
-    def _initial_releases(self):
-        """One-off releases before training (none by default)."""
-        return ()
+        self.n_units_ = None if state.units is None else state.units.n_units
 
     def _release_plan(self, sampling_rate, steps, units=None):
         """One release per step: the clipped gradient sum (sensitivity C).
@@ -97,7 +88,6 @@ class _DPSGDMixin:
                 [Release("gradient", sensitivity=self.max_grad_norm)],
                 steps=steps, sampling_rate=sampling_rate,
             ),
-            initial=self._initial_releases(),
             neighboring=self.neighboring, accountant=self.accountant, **extra,
         )
 
@@ -380,7 +370,7 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         max_sample_weight=1.0,
         warm_start=False,
         calibration="auto",
-        max_records_per_unit=_MAX_RECORDS_PER_UNIT,
+        max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
     ):
         self.epsilon = epsilon

@@ -2,9 +2,11 @@
 
 import torch
 
-from .._base import BaseDPRegressor, split_fit_only_columns
+from .._fit.columns import split_fit_only_columns
+from .._fit.regressor import BaseDPRegressor
+from .._fit.units import MAX_RECORDS_PER_UNIT
 from ..models import SquaredLossHead
-from ._dpsgd import _MAX_RECORDS_PER_UNIT, _DPSGDMixin
+from ._dpsgd import _DPSGDMixin
 
 
 class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
@@ -219,7 +221,7 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         verbose=0,
         max_sample_weight=1.0,
         warm_start=False,
-        max_records_per_unit=_MAX_RECORDS_PER_UNIT,
+        max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
     ):
         self.epsilon = epsilon
@@ -292,7 +294,3 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
 
         return self._fit_dpsgd(X, targets, SquaredLossHead(), sample_weight=sample_weight,
                                previous=previous, unit_ids=unit_ids)
-
-    def _initial_releases(self):
-        release = self._target_release()
-        return () if release is None else (release,)

@@ -92,8 +92,8 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from .._base import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
-from .._base import unit_codes as validated_unit_codes
+from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
+from .._fit.units import unit_codes as validated_unit_codes
 from .._doc_link import DocLinkMixin
 from .._groups import select_columns
 from ..exceptions import UnitPrivacyNotAvailableError

@@ -6,7 +6,7 @@ sampling rate 1), lets the plan calibrate the noise, draws it from a seeded
 ``torch.Generator`` (or the operating system's CSPRNG when ``random_state``
 is None) and stores the plan's report as ``epsilon_``, ``delta_``,
 ``dp_event_`` and ``privacy_report_``, with the estimators' own scaffolding
-(:class:`skdp._base.PrivateFitMixin`).
+(:class:`skdp._fit.private_fit.PrivateFitMixin`).
 
 With ``fit(X, unit_ids=...)`` the privacy unit is a unit (a person, say)
 instead of a record, as for the estimators (see :ref:`units`): each unit
@@ -34,7 +34,8 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import FLOAT_DTYPES, check_is_fitted, validate_data
 
-from .._base import UNIT_CONSTRAINTS, PrivateFitMixin, unit_codes
+from .._fit.private_fit import PrivateFitMixin
+from .._fit.units import UNIT_CONSTRAINTS, unit_codes
 from ..exceptions import PrivacyLeakWarning
 from ..privacy import (
     BatchReleases,
@@ -115,7 +116,7 @@ def leaky_report(report):
 class DPPreprocessorMixin(PrivateFitMixin):
     """Privacy attributes and budget handling of the preprocessing steps: the
     randomness of a fit, spending its plan and storing its report come from
-    :class:`skdp._base.PrivateFitMixin`, as for the estimators.
+    :class:`skdp._fit.private_fit.PrivateFitMixin`, as for the estimators.
 
     A step merges ``_parameter_constraints`` (``epsilon``, ``delta``,
     ``random_state`` and ``max_records_per_unit``, which every step takes)
@@ -128,7 +129,7 @@ class DPPreprocessorMixin(PrivateFitMixin):
 
     #: Fitted attributes computed from the noisy releases (covered by
     #: ``epsilon_``); every other fitted attribute is public (see
-    #: :attr:`skdp._base.BaseDPEstimator._released_attributes`).
+    #: :attr:`skdp._fit.template.BaseDPEstimator._released_attributes`).
     _released_attributes = frozenset()
 
     _parameter_constraints = {

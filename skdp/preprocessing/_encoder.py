@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._base import MAX_RECORDS_PER_UNIT
+from .._fit.units import MAX_RECORDS_PER_UNIT
 from ..privacy import Release
 from ._base import (
     DPPreprocessorMixin,

@@ -14,7 +14,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .._base import MAX_RECORDS_PER_UNIT
+from .._fit.units import MAX_RECORDS_PER_UNIT
 from ..privacy import Release
 from ._base import (
     DPPreprocessorMixin,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._base import MAX_RECORDS_PER_UNIT
+from .._fit.units import MAX_RECORDS_PER_UNIT
 from ._base import (
     BaseDPScaler,
     feature_pairs,

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .._base import MAX_RECORDS_PER_UNIT
+from .._fit.units import MAX_RECORDS_PER_UNIT
 from ..privacy import Release
 from ._base import (
     BaseDPScaler,

@@ -2,8 +2,9 @@
 
 import math
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
-from types import SimpleNamespace
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -11,13 +12,11 @@ from scipy.optimize import brentq
 from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import (
-    MAX_RECORDS_PER_UNIT,
-    UNIT_CONSTRAINTS,
-    BaseDPClassifier,
-    BaseDPRegressor,
-    split_fit_only_columns,
-)
+from .._fit.classifier import BaseDPClassifier
+from .._fit.columns import split_fit_only_columns
+from .._fit.regressor import BaseDPRegressor
+from .._fit.state import FitState
+from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..privacy import (
     BatchReleases,
     PrivacyBudgetError,
@@ -93,6 +92,37 @@ _DRO_CONSTRAINTS = {
     **UNIT_CONSTRAINTS,
     "init_model": "no_validation",
 }
+
+
+@dataclass
+class DROFitState(FitState):
+    """A DRO fit's state: the base's, and the schedule its hooks pass on.
+
+    Attributes
+    ----------
+    algorithm : str or None
+        The algorithm run (``"auto"`` resolved).
+    q_anchor, q_diff : float or None
+        Sampling rates of the anchor and difference batches.
+    n_anchor_batch, n_diff_batch : int or None
+        Their expected sizes.
+    steps : int or None
+    noise : dict or None
+        The noise scale of each release (None without privacy).
+    weight_cap : float or None
+        Cap on the worst-case weight ratio used in training.
+    config : DROConfig or None
+    """
+
+    algorithm: Optional[str] = None
+    q_anchor: Optional[float] = None
+    q_diff: Optional[float] = None
+    n_anchor_batch: Optional[int] = None
+    n_diff_batch: Optional[int] = None
+    steps: Optional[int] = None
+    noise: Any = None
+    weight_cap: Optional[float] = None
+    config: Any = None
 
 
 class _DROMixin:
@@ -215,11 +245,8 @@ class _DROMixin:
         # moves each release as one record does); the rates are over units
         extra = ({} if units is None else
                  {"n_records": units.n_units, "privacy_unit": units.description})
-        return ReleasePlan(batches, initial=self._initial_releases(), neighboring=self.neighboring,
-                           accountant=self.accountant, **extra)
-
-    def _initial_releases(self):
-        return ()
+        return ReleasePlan(batches, neighboring=self.neighboring, accountant=self.accountant,
+                           **extra)
 
     def _paper_noise(self, plan, n, steps, n_anchor_batch, n_diff_batch):
         """The paper's closed-form noise (Thm 5 with both branches and the
@@ -247,42 +274,42 @@ class _DROMixin:
         (or None): the privacy units."""
         self._divergence.name  # validates alpha / k
         unit_codes, n_units = self._validated_unit_ids(labels.pop("unit_ids", None), X.shape[0])
-        return self._fit_private(X, SimpleNamespace(make_targets=targets, unit_codes=unit_codes,
-                                                    n_units=n_units, **labels))
+        return self._fit_private(X, DROFitState(make_targets=targets, unit_codes=unit_codes,
+                                                n_units=n_units, **labels))
 
     # the hooks of BaseDPEstimator._fit_private
-    def _plan(self, X, fit, generator):
+    def _plan(self, X, state, generator):
         """The schedule (algorithm, batches, steps) and its release plan
         (with units, over their public number: rates, batch sizes and the
         algorithm choice are about units)."""
-        n = (current_communicator().total(X.shape[0]) if fit.units is None
-             else fit.units.n_units)  # data-parallel: the rows of all ranks
-        fit.algorithm = algorithm = self._resolve_algorithm(n)
+        n = (current_communicator().total(X.shape[0]) if state.units is None
+             else state.units.n_units)  # data-parallel: the rows of all ranks
+        state.algorithm = algorithm = self._resolve_algorithm(n)
         self._check_exponent()
         batch = self._resolve_batch_size(n)
-        fit.q_diff = self._check_privacy_setup(n, batch)
-        fit.n_diff_batch = self._expected_batch_size(n, fit.q_diff)
-        fit.n_anchor_batch = self._resolve_anchor_batch(n, fit.n_diff_batch)
-        fit.q_anchor = fit.n_anchor_batch / n
+        state.q_diff = self._check_privacy_setup(n, batch)
+        state.n_diff_batch = self._expected_batch_size(n, state.q_diff)
+        state.n_anchor_batch = self._resolve_anchor_batch(n, state.n_diff_batch)
+        state.q_anchor = state.n_anchor_batch / n
         if self.max_steps is not None:
             steps = int(self.max_steps)
         elif algorithm == "dp_sgd":
-            steps = max(1, int(round(self.max_epochs / fit.q_diff)))
+            steps = max(1, int(round(self.max_epochs / state.q_diff)))
         else:
-            per_step = (fit.n_anchor_batch + (self.epoch_size - 1) * fit.n_diff_batch) / (
+            per_step = (state.n_anchor_batch + (self.epoch_size - 1) * state.n_diff_batch) / (
                 self.epoch_size)
             steps = max(1, int(round(self.max_epochs * n / per_step)))
-        fit.n, fit.steps = n, steps
-        return self._plan_releases(algorithm, n, fit.q_anchor, fit.q_diff, steps, fit.units)
+        state.n, state.steps = n, steps
+        return self._plan_releases(algorithm, n, state.q_anchor, state.q_diff, steps, state.units)
 
-    def _calibrate(self, plan, fit):
+    def _calibrate(self, plan, state):
         """The accountant's calibration, or the paper's noise (with a warning
         and the accountant's epsilon for it)."""
         if self.epsilon is None:
             return plan.non_private(self.delta)
         if self.noise == "paper":
             report = plan.account(
-                self._paper_noise(plan, fit.n, fit.steps, fit.n_anchor_batch, fit.n_diff_batch),
+                self._paper_noise(plan, state.n, state.steps, state.n_anchor_batch, state.n_diff_batch),
                 self.delta)
             warnings.warn(
                 f"noise='paper' uses the paper's closed-form noise (constant "
@@ -299,34 +326,34 @@ class _DROMixin:
                 f"epsilon={self.epsilon} cannot buy one anchor of this plan ({exc}). Raise "
                 "epsilon, lower max_epochs or raise the batch sizes."
             ) from exc
-        self._check_anchor_noise(fit.algorithm, report, fit.n_anchor_batch)
+        self._check_anchor_noise(state.algorithm, report, state.n_anchor_batch)
         return report
 
-    def _targets(self, report, generator, device, X_t, fit):
-        weights = None if fit.units is None else fit.units.factors
-        targets = fit.make_targets(report, generator, device, weights=weights)
+    def _targets(self, report, generator, device, X_t, state):
+        weights = None if state.units is None else state.units.factors
+        targets = state.make_targets(report, generator, device, weights=weights)
         return targets.to(device=device, dtype=X_t.dtype)
 
-    def _train(self, backend, targets, report, generator, fit):
+    def _train(self, backend, targets, report, generator, state):
         """The configured algorithm from a (public) warm start; returns
         ``(eta, lam, history)``."""
-        algorithm = fit.algorithm
-        fit.noise = None if self.epsilon is None else {
+        algorithm = state.algorithm
+        state.noise = None if self.epsilon is None else {
             k: v.multiplier for k, v in report.noise.items()}
-        fit.weight_cap = self._weight_cap(algorithm)
-        fit.config = config = DROConfig(
-            algorithm=algorithm, divergence=self._make_divergence(fit.weight_cap),
+        state.weight_cap = self._weight_cap(algorithm)
+        state.config = config = DROConfig(
+            algorithm=algorithm, divergence=self._make_divergence(state.weight_cap),
             formulation=self.formulation, weight_bound=self._weight_bound(algorithm),
             lam=self.lam, rho=self.rho, lam_min=self.lam_min, loss_bound=self.loss_bound,
-            n_steps=fit.steps, epoch_size=self.epoch_size, anchor_rate=fit.q_anchor,
-            diff_rate=fit.q_diff, max_grad_norm=self.max_grad_norm,
+            n_steps=state.steps, epoch_size=self.epoch_size, anchor_rate=state.q_anchor,
+            diff_rate=state.q_diff, max_grad_norm=self.max_grad_norm,
             dual_grad_norm=self.dual_grad_norm, diff_clip=self.diff_clip,
             learning_rate=self.learning_rate, dual_learning_rate=self.dual_learning_rate,
             momentum=self.momentum, storm_beta=self.storm_beta,
-            step_norm_cap=self.step_norm_cap, noise=fit.noise, iterate=self.iterate,
-            verbose=self.verbose, units=fit.units,
+            step_norm_cap=self.step_norm_cap, noise=state.noise, iterate=self.iterate,
+            verbose=self.verbose, units=state.units,
         )
-        if getattr(fit, "previous", None) is None:  # warm_start takes precedence
+        if state.previous is None:  # warm_start takes precedence
             self._warm_start(backend, targets.shape[1])
         lam_init = self.lam if self.formulation == "penalized" else max(self.lam_init, self.lam_min)
         if algorithm == "double_spider":
@@ -338,22 +365,22 @@ class _DROMixin:
             return None, lam, history
         return train_dual_sgd(backend, self._loss, targets, config, generator, lam_init)
 
-    def _store_fitted(self, report, result, fit):
+    def _store_fitted(self, report, result, state):
         eta, lam, history = result
-        dp_sgd = fit.algorithm == "dp_sgd"
-        self.algorithm_ = fit.algorithm
-        self.max_weight_ = fit.weight_cap
-        self.weight_bound_ = fit.config.weight_bound
+        dp_sgd = state.algorithm == "dp_sgd"
+        self.algorithm_ = state.algorithm
+        self.max_weight_ = state.weight_cap
+        self.weight_bound_ = state.config.weight_bound
         self.eta_ = eta
         self.lam_ = float(lam)
-        self.n_iter_ = fit.steps
-        self.sampling_rate_ = fit.q_diff
-        self.anchor_sampling_rate_ = None if dp_sgd else fit.q_anchor
-        self.batch_size_ = fit.n_diff_batch
-        self.anchor_batch_size_ = None if dp_sgd else fit.n_anchor_batch
+        self.n_iter_ = state.steps
+        self.sampling_rate_ = state.q_diff
+        self.anchor_sampling_rate_ = None if dp_sgd else state.q_anchor
+        self.batch_size_ = state.n_diff_batch
+        self.anchor_batch_size_ = None if dp_sgd else state.n_anchor_batch
         self.history_ = history
-        self.noise_multipliers_ = fit.noise
-        self.n_units_ = None if fit.units is None else fit.units.n_units
+        self.noise_multipliers_ = state.noise
+        self.n_units_ = None if state.units is None else state.units.n_units
 
     def _check_anchor_noise(self, algorithm, report, n_anchor_batch):
         name = {"double_spider": "x_anchor", "recursive_spider": "v_anchor"}.get(algorithm)
@@ -1051,10 +1078,6 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
 
         return self._fit_dro(X, targets, sample_weight=sample_weight, previous=previous,
                              unit_ids=unit_ids)
-
-    def _initial_releases(self):
-        release = self._target_release()
-        return () if release is None else (release,)
 
     def _sample_losses(self, X, y):
         y = np.asarray(y, dtype=np.float64)

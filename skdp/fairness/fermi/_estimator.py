@@ -4,19 +4,16 @@ import itertools
 import warnings
 from dataclasses import replace
 from numbers import Integral, Real
-from types import SimpleNamespace
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ..._base import (
-    MAX_RECORDS_PER_UNIT,
-    UNIT_CONSTRAINTS,
-    BaseDPClassifier,
-    _is_balanced,
-    split_sensitive_columns,
-)
+from ..._fit.classifier import BaseDPClassifier
+from ..._fit.columns import split_sensitive_columns
+from ..._fit.releases import ModelCheck, is_balanced
+from ..._fit.state import FitState
+from ..._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..._groups import _is_dataframe, encode_groups, select_columns
 from ...models import gather_store_rows, is_row_store
 from ...debug import report_fit_times
@@ -393,8 +390,9 @@ class DPFERMIClassifier(BaseDPClassifier):
     # routing on: fit asks for the groups and the silos by default
     __metadata_request__fit = {"sensitive_features": True, "silo_ids": True}
 
-    # trained by its own protocol (silos), without the calibration release
-    _score_calibration = None
+    # trained by its own protocol: the silos release their class counts and
+    # check the returned model (with ModelCheck's statistics); no calibration
+    _fit_releases = (ModelCheck(),)
 
     #: Trained by :func:`skdp.distributed.fit_data_parallel` (one silo).
     _data_parallel = True
@@ -582,7 +580,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         if self.engine == "inprocess":
             batched = (self.engine_options or {}).get("batched", True)
             X_t = self._to_tensor(X, device)
-            weights = SimpleNamespace(sample_weight=sample_weight, y_codes=y_codes)
+            weights = FitState(sample_weight=sample_weight, y_codes=y_codes)
             self._weigh_records(None, weights, None, None, X_t)
             transport = LocalSilos(X_t, y_codes, group_codes, sizes, self.fairness, n_classes,
                                    n_groups, device, batched, weights=weights.record_weights,
@@ -712,13 +710,13 @@ class DPFERMIClassifier(BaseDPClassifier):
             "warm_start=False to train on other silos."
         )
 
-    def _class_factors(self, fit, report, generator):
+    def _class_factors(self, state, report, generator):
         """Class factors of a ``class_weight`` dict; ``"balanced"`` is left to
         the silos' noisy class counts (:func:`train_on_silos`)."""
-        if _is_balanced(self.class_weight):
+        if is_balanced(self.class_weight):
             self.class_weight_ = None
             return None
-        return super()._class_factors(fit, report, generator)
+        return super()._class_factors(state, report, generator)
 
     def _prepare_run(self, previous=None):
         """The run's public settings, a backend factory and the device.
@@ -753,13 +751,13 @@ class DPFERMIClassifier(BaseDPClassifier):
             averaging=self.averaging if self.return_iterate == "average" else 0.0,
             seed=silo_seed, silo_names=tuple(str(s) for s in self.silos_),
             verbose=self.verbose, min_group_share=float(self.min_group_share),
-            class_counts=_is_balanced(self.class_weight),
+            class_counts=is_balanced(self.class_weight),
             max_records_per_unit=int(self.max_records_per_unit),
         )
 
         def make_backend(X_t, n_outputs):
             backend = self._make_backend(X_t, n_outputs, seed)
-            self._load_previous(backend, SimpleNamespace(previous=previous))
+            self._load_previous(backend, FitState(previous=previous))
             return backend
 
         return run, make_backend, device

@@ -2,8 +2,9 @@
 
 import math
 import warnings
+from dataclasses import dataclass
 from numbers import Real
-from types import SimpleNamespace
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -11,12 +12,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import softmax
 from sklearn.utils.validation import check_is_fitted
 
-from ..._base import (
-    MAX_RECORDS_PER_UNIT,
-    UNIT_CONSTRAINTS,
-    BaseDPClassifier,
-    split_sensitive_columns,
-)
+from ..._fit.classifier import BaseDPClassifier
+from ..._fit.columns import split_sensitive_columns
+from ..._fit.releases import ClassCounts, ModelCheck, ScoreCalibration
+from ..._fit.state import FitState
+from ..._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..._groups import encode_groups
 from ...privacy import (
     BatchReleases,
@@ -89,6 +89,31 @@ def _select_constraints(compiled, keep):
         local_sets=compiled.local_sets,
         local_set_names=compiled.local_set_names,
     )
+
+
+@dataclass
+class RacoFitState(FitState):
+    """A RaCO-DP fit's state: the base's, and what its hooks pass on.
+
+    Attributes
+    ----------
+    X_t : TrainingRows or None
+        The training rows (for the checkpoint choice after training).
+    cells_t : tensor of int or None
+        Each record's cell (true class and group) of the constraints.
+    noise : RacoNoise or None
+        The noise scales of the step's three releases.
+    sizes : tensor or None
+        Expected per-batch sizes of the local sets (released once), or None.
+    checkpoint_step : int or None
+        The step of the checkpoint chosen after training, or None.
+    """
+
+    X_t: Any = None
+    cells_t: Any = None
+    noise: Any = None
+    sizes: Any = None
+    checkpoint_step: Optional[int] = None
 
 
 class DPRateConstrainedClassifier(BaseDPClassifier):
@@ -469,7 +494,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
 
     # the constraints bound the rates of the predictions: calibrate with a
     # temperature alone, which changes none of them
-    _score_calibration = "temperature"
+    _fit_releases = (ClassCounts(), ScoreCalibration(temperature_only=True), ModelCheck())
 
     #: Trained by :func:`skdp.distributed.fit_data_parallel`.
     _data_parallel = True
@@ -655,10 +680,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         if group_codes is None:
             group_codes = np.zeros(X.shape[0], dtype=np.int64)
         self._build_constraints()
-        fit = SimpleNamespace(y_codes=y_codes, group_codes=group_codes,
-                              n_classes=len(self.classes_), sample_weight=sample_weight,
-                              previous=previous, unit_codes=unit_codes, n_units=n_units)
-        return self._fit_private(X, fit)
+        state = RacoFitState(y_codes=y_codes, group_codes=group_codes,
+                             n_classes=len(self.classes_), sample_weight=sample_weight,
+                             previous=previous, unit_codes=unit_codes, n_units=n_units)
+        return self._fit_private(X, state)
 
     def _build_constraints(self):
         """``constraints_`` and ``constraint_names_`` for the classes and
@@ -684,7 +709,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             )
 
     # the hooks of BaseDPEstimator._fit_private
-    def _plan(self, X, fit, generator):
+    def _plan(self, X, state, generator):
         # with units, sampling is over units and their number is public; in a
         # data-parallel fit X is this rank's shard and n the rows of all ranks
         comm = current_communicator()
@@ -692,39 +717,39 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             raise ValueError(
                 "return_iterate='best_checkpoint' reads every training record exactly, which "
                 "a data-parallel fit does not do; use return_iterate='average' or 'last'.")
-        n = comm.total(X.shape[0]) if fit.units is None else fit.units.n_units
-        fit.q = self._check_privacy_setup(n, self._resolve_batch_size(n))
-        fit.n = n
-        self.batch_size_ = self._expected_batch_size(n, fit.q)
-        return self._release_plan(fit.q, self._n_steps_requested(fit.q), fit.units)
+        n = comm.total(X.shape[0]) if state.units is None else state.units.n_units
+        state.q = self._check_privacy_setup(n, self._resolve_batch_size(n))
+        state.n = n
+        self.batch_size_ = self._expected_batch_size(n, state.q)
+        return self._release_plan(state.q, self._n_steps_requested(state.q), state.units)
 
-    def _calibrate(self, plan, fit):
+    def _calibrate(self, plan, state):
         return self._spend_budget(plan)
 
-    def _targets(self, report, generator, device, X_t, fit):
+    def _targets(self, report, generator, device, X_t, state):
         """One-hot labels, the constraint cell of each record and the noisy
         one-off local-set sizes (drawn here), with the groups too small for
         them left out."""
-        fit.noise = self._noise(report)
-        fit.X_t = X_t
+        state.noise = self._noise(report)
+        state.X_t = X_t
         onehot = torch.nn.functional.one_hot(
-            torch.as_tensor(fit.y_codes, device=device), fit.n_classes
+            torch.as_tensor(state.y_codes, device=device), state.n_classes
         ).to(X_t.dtype)
         atom_cell = np.asarray(self.constraints_.atom_cell)
         n_cells = self.constraints_.n_cells
-        cells = atom_cell[fit.y_codes, fit.group_codes]
+        cells = atom_cell[state.y_codes, state.group_codes]
         cells = np.where(cells < 0, n_cells, cells)  # spare cell for records no constraint uses
-        fit.cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
-        fit.sizes = self._expected_sizes(fit.cells_t, fit.q, report, generator, X_t.dtype,
-                                         weights=fit.record_weights)
-        self._exclude_small_groups(fit.noise)
+        state.cells_t = torch.as_tensor(cells, dtype=torch.long, device=device)
+        state.sizes = self._expected_sizes(state.cells_t, state.q, report, generator, X_t.dtype,
+                                         weights=state.record_weights)
+        self._exclude_small_groups(state.noise)
         return onehot
 
-    def _train(self, backend, onehot, report, generator, fit):
+    def _train(self, backend, onehot, report, generator, state):
         """RaCO-DP, then (``return_iterate="best_checkpoint"``) the chosen
         checkpoint loaded into the model."""
         tensors = self.constraints_.to_torch(device=onehot.device, dtype=onehot.dtype)
-        fixed_sizes = fit.sizes if self.denominator == "expected" else None
+        fixed_sizes = state.sizes if self.denominator == "expected" else None
         if self.record_gradient_norms:
             warnings.warn(
                 "record_gradient_norms=True: history_['gradient_norms'] holds exact, "
@@ -734,8 +759,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             )
         steps = report.steps[0]
         config = RacoConfig(
-            n_steps=steps, sampling_rate=fit.q, max_grad_norm=self.max_grad_norm,
-            noise=fit.noise, temperature=self.temperature,
+            n_steps=steps, sampling_rate=state.q, max_grad_norm=self.max_grad_norm,
+            noise=state.noise, temperature=self.temperature,
             dual_learning_rate=self.dual_learning_rate,
             dual_bound=self.dual_bound, dual_bound_type=self.dual_bound_type,
             dual_update=self.dual_update, dual_momentum=self.dual_momentum,
@@ -751,23 +776,23 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             ),
             record_gradient_norms=self.record_gradient_norms, verbose=self.verbose,
         )
-        history = train_raco(backend, onehot, fit.cells_t, tensors, config, generator,
-                             fixed_sizes=fixed_sizes, units=fit.units)
+        history = train_raco(backend, onehot, state.cells_t, tensors, config, generator,
+                             fixed_sizes=fixed_sizes, units=state.units)
         checkpoints = history.pop("checkpoints", None)
-        fit.checkpoint_step = None
+        state.checkpoint_step = None
         if checkpoints is not None:
-            fit.checkpoint_step = self._load_best_checkpoint(
-                backend, checkpoints, fit.X_t, fit.y_codes, fit.group_codes)
+            state.checkpoint_step = self._load_best_checkpoint(
+                backend, checkpoints, state.X_t, state.y_codes, state.group_codes)
         return history
 
-    def _store_fitted(self, report, history, fit):
+    def _store_fitted(self, report, history, state):
         self.lambda_ = history.pop("final_lambda").cpu().numpy().astype(np.float64)
         self.history_ = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
-        self._set_privacy_report(report, fit.noise, fit.q)
-        self.n_units_ = None if fit.units is None else fit.units.n_units
-        if fit.checkpoint_step is not None:
-            self._release_checkpoint_choice(fit.checkpoint_step)
-        self._warn_from_history(fit.noise, fit.q * fit.n)
+        self._set_privacy_report(report, state.noise, state.q)
+        self.n_units_ = None if state.units is None else state.units.n_units
+        if state.checkpoint_step is not None:
+            self._release_checkpoint_choice(state.checkpoint_step)
+        self._warn_from_history(state.noise, state.q * state.n)
 
     def _needs_sizes(self):
         """Whether the per-cell counts are released once before training:

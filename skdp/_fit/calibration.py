@@ -75,7 +75,7 @@ def calibration_counts(scores, y_codes, weights=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdp._calibration import calibration_counts
+    >>> from skdp._fit.calibration import calibration_counts
     >>> counts = calibration_counts(np.array([-100.0, 0.1, np.inf]), np.array([0, 1, 1]))
     >>> counts.sum(), counts[0, 0], counts[-1, 1]
     (np.float64(3.0), np.float64(1.0), np.float64(1.0))
@@ -158,7 +158,7 @@ def fit_score_map(counts, noise_std=0.0, temperature_only=False):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdp._calibration import calibration_counts, fit_score_map
+    >>> from skdp._fit.calibration import calibration_counts, fit_score_map
     >>> rng = np.random.default_rng(0)
     >>> true_scores = rng.normal(size=20000)
     >>> y = (rng.random(20000) < 1 / (1 + np.exp(-true_scores))).astype(int)

@@ -1,0 +1,369 @@
+"""The one-off releases of a fit outside its training steps, as objects.
+
+Besides its training steps, a fit may release a few statistics of the whole
+data once: the class counts of ``class_weight="balanced"`` and a
+regressor's target scale before training, the score calibration and the
+model check after it. Each is a :class:`FitRelease`: it says what it
+releases (its name, sensitivity and share of the budget, planned into the
+fit's :class:`~skdp.privacy.ReleasePlan` as an
+:class:`~skdp.privacy.InitialRelease`), computes its exact statistics,
+adds the noise the report gives it (:func:`release_counts`) and applies the
+result. An estimator lists its releases (``_fit_releases``); turning one off
+or adding one is a change to that list.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import torch
+
+from ..privacy import InitialRelease, balanced_class_weights, current_communicator, gaussian_noise
+from .calibration import calibration_counts, fit_score_map
+from .rows import row_blocks
+from .units import unit_factors
+
+__all__ = ["ClassCounts", "FitRelease", "ModelCheck", "ScoreCalibration", "TargetScale",
+           "release_counts", "target_histogram"]
+
+
+def release_counts(counts, std, generator, device=None):
+    """A one-off release of ``counts`` (a float64 ndarray): the counts plus
+    N(0, std^2) noise drawn from ``generator`` on ``device``, or exact when
+    ``std`` is None.
+
+    In a data-parallel fit (:func:`~skdp.privacy.current_communicator`)
+    ``counts`` are this rank's: they are summed over the ranks, the root
+    draws the noise once, and every rank gets the same noisy counts.
+    """
+    noise = None
+    if std is not None:
+        def noise():
+            zeros = torch.zeros(counts.size, dtype=torch.float64, device=device)
+            return gaussian_noise(zeros, std, generator).cpu().numpy().reshape(counts.shape)
+    return current_communicator().release(counts, noise)
+
+
+class FitRelease:
+    """A one-off release of a fit: what it releases, and how it is applied.
+
+    Attributes
+    ----------
+    name : str
+        The release's name in the plan and the privacy report.
+    sensitivity : float
+        l2 sensitivity of the released vector to one record (or unit).
+    share : float
+        Its share of the budget (GDP ``mu^2``).
+    stage : {"before", "model", "check"}
+        When it is applied: before training, by what it serves (the record
+        weights, the targets); on the trained model, before the fitted
+        attributes are stored (``"model"``: it changes the model); or on
+        the returned model, last (``"check"``: it judges it). The fit
+        sequence applies the last two (:meth:`apply`) in the estimator's
+        order.
+    """
+
+    name = None
+    sensitivity = 1.0
+    share = 0.0
+    stage = "before"
+
+    def applies(self, estimator):
+        """Whether ``estimator``'s settings (public) ask for this release."""
+        return True
+
+    def initial_release(self, estimator):
+        """The :class:`~skdp.privacy.InitialRelease` to plan, or None when the
+        fit does not release it (it does not apply, or the fit is not
+        private: it is then computed exactly)."""
+        if estimator.epsilon is None or not self.applies(estimator):
+            return None
+        return InitialRelease(self.name, sensitivity=self.sensitivity, budget_share=self.share)
+
+    def planned(self, report):
+        """Whether ``report`` (a private fit's) has noise for this release."""
+        return report is not None and report.private and self.name in report.noise
+
+    def noise_std(self, report):
+        """The noise standard deviation the report gives this release, or
+        None when the fit is not private (the statistics are then exact).
+        A private fit that did not plan it is an error: its statistics would
+        leave the fit without noise."""
+        if report is None or not report.private:
+            return None
+        if self.name not in report.noise:
+            raise RuntimeError(
+                f"The release {self.name!r} was not planned in this private fit; its "
+                "statistics cannot be released (add it to the estimator's _fit_releases).")
+        return report.scale(self.name)
+
+
+# ------------------------------------------------------------ class counts
+class ClassCounts(FitRelease):
+    """The class counts of ``class_weight="balanced"``, released once before
+    training: a record adds 1 to one count (l2 sensitivity 1); the weights
+    ``n / (n_classes * count_c)`` follow from the noisy counts
+    (:func:`~skdp.privacy.balanced_class_weights`: floored at one record,
+    within a factor 100 of the largest)."""
+
+    name = "class_counts"
+    share = 0.02
+
+    def applies(self, estimator):
+        return is_balanced(getattr(estimator, "class_weight", None))
+
+    def weights(self, state, n_classes, report, generator):
+        """The balanced class weights from the noisy counts (exact without
+        privacy); with units a record adds its unit factor."""
+        counts = np.bincount(state.y_codes, weights=unit_factors(state),
+                             minlength=n_classes).astype(np.float64)
+        return balanced_class_weights(release_counts(counts, self.noise_std(report), generator))
+
+
+def is_balanced(class_weight):
+    """Whether ``class_weight`` is ``"balanced"``."""
+    return isinstance(class_weight, str) and class_weight == "balanced"
+
+
+# ---------------------------------------------------------- target scale
+#: Exponents k of the log2 bins ``[2**(k-1), 2**k)`` of |y| in the private
+#: target-scale histogram; values below (above) fall in the first (last) bin.
+SCALE_EXPONENTS = np.arange(-20, 41)
+
+
+def target_histogram(y, weights=None):
+    """Counts of ``|y|`` in the bins of :data:`SCALE_EXPONENTS` (a record
+    adds its weight, 1 without ``weights``, to one bin)."""
+    magnitude = np.abs(y)
+    with np.errstate(divide="ignore"):
+        exponents = np.ceil(np.log2(np.where(magnitude > 0, magnitude, np.inf)))
+    exponents = np.where(magnitude > 0, exponents, SCALE_EXPONENTS[0])
+    # values exactly at a power of two belong to the bin they top
+    bins = np.clip(exponents, SCALE_EXPONENTS[0], SCALE_EXPONENTS[-1]) - SCALE_EXPONENTS[0]
+    return np.bincount(bins.astype(int), weights=weights,
+                       minlength=len(SCALE_EXPONENTS)).astype(float)
+
+
+class TargetScale(FitRelease):
+    """A regressor's private target scale, released once before training
+    (without public ``y_bounds``): a histogram of ``log2 |y|`` bins, one
+    record adding 1 to one bin (l2 sensitivity 1). The scale is the power of
+    two that tops the largest bin whose noisy count exceeds 4 noise standard
+    deviations."""
+
+    name = "target_scale"
+    share = 0.04
+    #: A bin counts when its noisy count exceeds this many noise stds.
+    threshold_stds = 4.0
+
+    def applies(self, estimator):
+        return estimator.y_bounds is None
+
+    def scale(self, y, report, generator, device=None, weights=None):
+        """``(scale, decided)``: the power of two of the noisy histogram of
+        ``y`` (``weights``: each record's histogram weight, e.g. its unit
+        factor), and whether a bin stood out from the noise (else the scale
+        of the largest noisy bin)."""
+        std = self.noise_std(report)
+        threshold = 0.0 if std is None else self.threshold_stds * std
+        counts = release_counts(target_histogram(y, weights), std, generator, device)
+        above = np.flatnonzero(counts > threshold)
+        if above.size:
+            return float(2.0 ** SCALE_EXPONENTS[above[-1]]), True
+        return float(2.0 ** SCALE_EXPONENTS[int(np.argmax(counts))]), False
+
+
+# ------------------------------------------------------- score calibration
+class ScoreCalibration(FitRelease):
+    """Platt calibration of a binary model's scores after training
+    (:mod:`skdp._fit.calibration`): one Gaussian release of the counts of
+    (score bin, true class), a record adding 1 to one count (l2 sensitivity
+    1), and a map ``scale * s + shift`` fitted to them (post-processing).
+
+    Parameters
+    ----------
+    temperature_only : bool, default=False
+        Fit only the scale (``shift=0``, ``scale>0``), which keeps every
+        prediction: the fairness estimators use it, so that the rates their
+        constraints bound are those of the calibrated model.
+    """
+
+    name = "score_calibration"
+    share = 0.1
+    stage = "model"
+
+    def __init__(self, temperature_only=False):
+        self.temperature_only = temperature_only
+
+    def applies(self, estimator):
+        return estimator.calibration is not None and len(estimator.classes_) == 2
+
+    def apply(self, estimator, X, state, report, generator):
+        """Map the trained model's scores ``s`` to ``scale * s + shift``,
+        fitted on the noisy counts of the training records (with record
+        weights, of the weighted problem the model was trained on); linear
+        models take the map into ``coef_`` and ``intercept_``. Sets
+        ``score_calibration_``, the ``(scale, shift)`` applied, or None when
+        the fit did not release the counts."""
+        estimator.score_calibration_ = None
+        estimator._module_score_map = None
+        if not self.planned(report):  # not private, or not asked for: no map
+            return
+        std = self.noise_std(report)
+        with np.errstate(invalid="ignore", over="ignore"):
+            scores = estimator._decision(X)
+        weights = state.record_weights
+        if weights is not None:
+            weights = weights.detach().cpu().numpy()
+        counts = sum(calibration_counts(scores[rows], state.y_codes[rows],
+                                        None if weights is None else weights[rows])
+                     for rows in row_blocks(len(scores)))
+        counts = release_counts(counts, std, generator)
+        scale, shift = fit_score_map(counts, std, temperature_only=self.temperature_only)
+        if estimator.module_state_ is None:
+            estimator.coef_ = scale * estimator.coef_
+            estimator.intercept_ = scale * estimator.intercept_ + shift
+        else:
+            estimator._module_score_map = (scale, shift)
+        estimator.score_calibration_ = (scale, shift)
+
+
+# ------------------------------------------------------------- model check
+class ModelCheck(FitRelease):
+    """The private check of a returned classifier, released once after
+    training: the counts of (group, true class, predicted class) and the sum
+    of the per-record log-losses clipped to :attr:`loss_bound` and divided
+    by it. A record adds 1 to one count and at most 1 to the sum: l2
+    sensitivity sqrt(2).
+
+    From the noisy vector (post-processing): ``prediction_counts_``,
+    ``prediction_shares_``, ``check_log_loss_`` and
+    ``check_constant_log_loss_``, and warnings when the model is (nearly)
+    constant or its probabilities are worse than a constant predictor's --
+    each only when the noisy figure is beyond the threshold by one noise
+    standard deviation, and only when the noisy total is at least
+    :attr:`min_signal` of its standard deviations (else the check says that
+    it cannot judge the model).
+    """
+
+    name = "model_check"
+    sensitivity = math.sqrt(2.0)
+    share = 0.02
+    stage = "check"
+    #: Per-record log-loss bound.
+    loss_bound = 10.0
+    #: The check judges only when its noisy total count is at least this many
+    #: of its standard deviations.
+    min_signal = 4.0
+    #: A classifier whose other predictions are below this share of the
+    #: records (by one standard deviation of the noise) is (nearly) constant.
+    constant_minority = 0.02
+
+    def counts(self, proba, y_codes, groups, weights, losses, n_classes, n_cells):
+        """The ``n_cells`` counts of (group, true class, predicted class) of
+        rows with probabilities ``proba`` (weighted by ``weights`` when not
+        None), and their clipped log-losses over :attr:`loss_bound` (times
+        ``weights``) written into ``losses``."""
+        # an extreme record's overflowing scores must not reach the release
+        proba = np.where(np.isfinite(proba), proba, 1.0 / n_classes)
+        cells = (groups * n_classes + y_codes) * n_classes + proba.argmax(1)
+        p_true = proba[np.arange(len(y_codes)), y_codes]
+        bound = self.loss_bound
+        with np.errstate(divide="ignore", invalid="ignore"):
+            losses[:] = np.minimum(-np.log(np.maximum(p_true, 0.0)), bound) / bound
+        np.nan_to_num(losses, copy=False, nan=1.0, posinf=1.0)
+        if weights is not None:
+            losses *= weights
+        return np.bincount(cells, weights=weights, minlength=n_cells)
+
+    def apply(self, estimator, X, state, report, generator):
+        """Check the returned model on the training records ``X``: sets
+        ``prediction_counts_`` and ``check_noise_std_`` and judges them
+        (``estimator._judge_model``, by default :meth:`judge`). Nothing
+        without class codes."""
+        y_codes = state.y_codes
+        if y_codes is None or (report.private and not self.planned(report)):
+            return
+        n_classes = len(estimator.classes_)
+        group_codes = state.group_codes
+        n_groups = 1 if estimator.groups_ is None or group_codes is None else len(
+            estimator.groups_)
+        with np.errstate(invalid="ignore", over="ignore"):
+            scores = estimator._decision(X)
+        counts = np.zeros(n_groups * n_classes * n_classes)
+        losses = np.empty(len(y_codes))
+        # with units, a record adds its unit factor: a unit adds at most 1
+        factors = unit_factors(state)
+        # a block of rows at a time: the per-record temporaries cost one
+        # block of memory, not several copies of the scores
+        for rows in row_blocks(len(y_codes)):
+            weights = None if factors is None else factors[rows]
+            groups = 0 if n_groups == 1 else group_codes[rows]
+            with np.errstate(invalid="ignore", over="ignore"):
+                proba = estimator._proba_from_scores(scores[rows])
+            counts += self.counts(proba, y_codes[rows], groups, weights, losses[rows],
+                                  n_classes, len(counts))
+        std = self.noise_std(report)
+        values = release_counts(np.concatenate([counts, [losses.sum()]]), std, generator)
+        estimator.prediction_counts_ = values[:-1].reshape(n_groups, n_classes, n_classes)
+        estimator.check_noise_std_ = std
+        estimator._judge_model(values[-1] * self.loss_bound, std)
+
+    def judge(self, estimator, counts, loss_sum, std):
+        """Fitted summaries and warnings from the noisy check of ``estimator``
+        (post-processing): ``counts`` of shape (n_groups, n_classes,
+        n_classes), the noisy sum of clipped log-losses (in loss units), and
+        the noise std of each value (None: exact)."""
+        name = type(estimator).__name__
+        n_groups, n_classes, _ = counts.shape
+        n = max(float(counts.sum()), 1.0)
+        total_std = 0.0 if std is None else std * math.sqrt(counts.size)
+        predicted = counts.sum((0, 1))
+        true = counts.sum((0, 2))
+        estimator.prediction_shares_ = np.clip(predicted, 0.0, None) / max(
+            float(np.clip(predicted, 0.0, None).sum()), 1.0)
+        true_shares = np.clip(true / n, 1e-12, 1.0)
+        true_shares = true_shares / true_shares.sum()
+        estimator.check_log_loss_ = float(loss_sum) / n
+        estimator.check_constant_log_loss_ = float(-(true_shares * np.log(true_shares)).sum())
+        top = int(np.argmax(predicted))
+        others = n - predicted[top]
+        # one standard deviation of the noisy count of the other predictions
+        others_std = 0.0 if std is None else std * math.sqrt(
+            n_groups * n_classes * (n_classes - 1))
+        label = estimator.classes_[top]
+        label = label.item() if isinstance(label, np.generic) else label
+        if n < self.min_signal * total_std:
+            warnings.warn(
+                f"{name}: the private check of the returned model cannot "
+                "judge it: there are too few records (or units) for the noise of its "
+                f"counts at this budget (noisy total {n:.0f}, noise {total_std:.0f}), so "
+                "the model may be little better than noise too. Give more data or raise "
+                "epsilon.",
+                UserWarning,
+            )
+            return
+        if others + others_std < self.constant_minority * n:
+            warnings.warn(
+                f"{name} predicts class {label!r} for about "
+                f"{100 * estimator.prediction_shares_[top]:.1f}% of the training records "
+                "(private check of the returned model, prediction_shares_): it is (nearly) "
+                "a constant classifier. Common causes: features on raw scales (amounts in "
+                "the thousands or millions make every clipped gradient tiny; scale them, "
+                "e.g. with skdp.preprocessing.DPStandardScaler and public bounds), too few "
+                "steps or too much noise (raise epsilon or max_epochs), or constraints "
+                "that only a constant model meets.",
+                UserWarning,
+            )
+        loss_error = 0.0 if std is None else std * self.loss_bound / n
+        if estimator.check_log_loss_ - loss_error > estimator.check_constant_log_loss_:
+            warnings.warn(
+                f"{name}'s predicted probabilities are worse than a constant "
+                f"predictor's on the training records: mean log-loss about "
+                f"{estimator.check_log_loss_:.3f} against "
+                f"{estimator.check_constant_log_loss_:.3f} for predicting the class shares "
+                "(private check of the returned model, check_log_loss_). Scale the features, "
+                "raise epsilon or max_epochs, or do not use predict_proba as probabilities.",
+                UserWarning,
+            )

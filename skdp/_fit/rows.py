@@ -1,0 +1,171 @@
+"""Reading the rows of ``X``: validation, training rows, and scores a block
+of rows at a time.
+
+A table may be an array in memory, a ``numpy.memmap`` or a row store (an
+``h5py.Dataset`` or anything 2-D that gathers rows a block or a batch at a
+time, :func:`~skdp.models.is_row_store`): it is never read whole, copied or
+converted to float64 whole.
+"""
+
+import mmap
+
+import numpy as np
+import torch
+from sklearn.utils.validation import _check_y, check_consistent_length, validate_data
+
+from ..models import is_row_store, training_rows
+
+__all__ = ["PREDICT_BLOCK", "SCORE_BLOCK", "check_representable", "is_file_backed",
+           "linear_scores", "module_outputs", "row_blocks", "to_training_rows",
+           "validated_X_y", "validated_store"]
+
+
+#: Rows per forward pass of a torch module at prediction time.
+PREDICT_BLOCK = 4096
+#: Rows per block of a linear model's float64 scores of a float32 ``X``.
+SCORE_BLOCK = 65536
+
+
+def is_file_backed(array):
+    """Whether ``array``'s memory is a file mapped into memory (a
+    ``numpy.memmap``, or a view of one)."""
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+def validated_store(estimator, X, y, y_numeric=False):
+    """``(X, y)`` for a row store ``X``: scikit-learn's checks of the number
+    of features (``n_features_in_``) and of ``y`` (``_check_y``), and
+    finite values in ``X``, read :data:`SCORE_BLOCK` rows at a time; ``X``
+    is returned as it is."""
+    n_rows = int(X.shape[0])
+    if n_rows < 1 or int(X.shape[1]) < 1:
+        raise ValueError(f"X (a row store) has shape {tuple(X.shape)}; it needs at least "
+                         "one row and one column.")
+    X, _ = validate_data(estimator, X, y, skip_check_array=True, reset=True)
+    y = _check_y(y, y_numeric=y_numeric, estimator=estimator)
+    check_consistent_length(np.empty(n_rows, dtype=bool), y)
+    for rows in row_blocks(n_rows):
+        block = np.asarray(X[rows])
+        if not np.isfinite(block).all():
+            raise ValueError(
+                f"Input X contains NaN or infinity (rows {rows.start} to "
+                f"{min(rows.stop, n_rows) - 1} of the row store); impute or drop them first."
+            )
+    return X, y
+
+
+def row_blocks(n_rows):
+    """Slices of at most :data:`SCORE_BLOCK` rows that cover ``n_rows``."""
+    return [slice(start, start + SCORE_BLOCK) for start in range(0, max(n_rows, 1), SCORE_BLOCK)]
+
+
+def linear_scores(X, coef, intercept):
+    """``X @ coef + intercept`` in float64.
+
+    A float32 ``X`` is converted one block of :data:`SCORE_BLOCK` rows at a
+    time, never whole: the scores of a large table (e.g. the model check
+    after training) then cost one float64 block of memory, not a float64
+    copy of the data. A row store (:func:`~skdp.models.is_row_store`) is
+    read a block at a time whatever its dtype. Rows never interact, so a
+    row's score does not depend on the block it falls in beyond float64
+    rounding.
+    """
+    in_memory = isinstance(X, np.ndarray)  # not a row store, read a block at a time
+    if in_memory and (X.dtype == np.float64 or X.shape[0] <= SCORE_BLOCK):
+        return X @ coef + intercept
+    out = np.empty((X.shape[0],) + np.shape(coef)[1:], dtype=np.float64)
+    for start in range(0, X.shape[0], SCORE_BLOCK):
+        stop = start + SCORE_BLOCK
+        out[start:stop] = np.asarray(X[start:stop], dtype=np.float64) @ coef + intercept
+    return out
+
+
+def validated_X_y(estimator, X, y, **kwargs):
+    """``validate_data(estimator, X, y, ...)`` with a hint for text columns.
+
+    A row store (:func:`~skdp.models.is_row_store`, e.g. an
+    ``h5py.Dataset``) is checked a block of rows at a time and returned as it
+    is, never read whole (:func:`validated_store`).
+    """
+    if is_row_store(X):
+        return validated_store(estimator, X, y, **kwargs)
+    try:
+        return validate_data(
+            estimator, X, y, dtype=[np.float64, np.float32], reset=True, **kwargs
+        )
+    except ValueError as exc:
+        if "could not convert" in str(exc) or "convert" in str(exc) and "float" in str(exc):
+            raise ValueError(
+                f"X must be numeric; {exc}. Encode categorical columns first, e.g. "
+                "with skdp.preprocessing.DPOneHotEncoder in a Pipeline."
+            ) from exc
+        raise
+
+
+def check_representable(array, dtype):
+    """A ValueError when ``array`` (an array or a row store, read a block
+    at a time) has values beyond ``dtype``'s range: training could not clip
+    them."""
+    limit = torch.finfo(dtype).max
+    source = np.dtype(array.dtype)
+    if np.issubdtype(source, np.floating) and float(np.finfo(source).max) <= limit:
+        return
+    n_rows = int(array.shape[0])
+    blocks = [array] if isinstance(array, np.ndarray) else (
+        np.asarray(array[rows]) for rows in row_blocks(n_rows))
+    if any(block.size and (block.max() > limit or block.min() < -limit)
+           for block in blocks):
+        raise ValueError(
+            f"X has values too large for {dtype} (|x| > {torch.finfo(dtype).max:.3g}), "
+            "which training cannot clip; rescale or clip the features first (e.g. with "
+            "a scaler or public bounds)."
+        )
+
+
+def to_training_rows(array, device, dtype=torch.float32):
+    """``(rows, on_disk)``: ``array``'s rows to train on in ``dtype`` on
+    ``device`` (a :class:`~skdp.models.TrainingRows`, sharing the array's
+    memory where it can), and whether they are read from a file or a store.
+
+    A C-contiguous float32 or float64 array on the CPU -- a ``numpy.memmap``
+    too, read-only or not -- is viewed, not copied (training only reads the
+    rows), and a float64 one is converted a batch at a time as it is read,
+    unless it is small and in memory (:func:`~skdp.models.training_rows`);
+    anything else is converted once. A row store
+    (:func:`~skdp.models.is_row_store`, e.g. an ``h5py.Dataset``) is read a
+    batch or a block of rows at a time. Rows read from a file or a store are
+    gathered ahead by the backend.
+    """
+    if is_row_store(array):  # read a batch at a time, in the background
+        check_representable(array, dtype)
+        return training_rows(array, device, dtype), True
+    array = np.ascontiguousarray(array)
+    check_representable(array, dtype)
+    on_disk = is_file_backed(array)
+    return training_rows(array, device, dtype, convert_once=not on_disk), on_disk
+
+
+def module_outputs(module, X, n_outputs):
+    """Outputs of a fitted torch ``module`` on ``X``, shape (n, n_outputs).
+
+    Inference runs on a float64 copy of the module (training may be
+    float32): float32 matrix products are blocked differently for different
+    numbers of rows, so a row's float32 score would depend on the other rows
+    of the call, beyond scikit-learn's 1e-7 tolerance. In float64 those
+    differences are near 1e-16.
+    """
+    module = module.to(torch.float64).eval()
+    out = np.empty((X.shape[0], n_outputs), dtype=np.float64)
+    # blocks of rows keep the activations in cache (about twice as fast as
+    # one call on a million rows) and convert X to float64 a block at a
+    # time; rows never interact
+    with torch.no_grad():
+        for start in range(0, X.shape[0], PREDICT_BLOCK):
+            block = torch.as_tensor(
+                np.asarray(X[start:start + PREDICT_BLOCK], dtype=np.float64))
+            out[start:start + PREDICT_BLOCK] = module(block).numpy()
+    return out
