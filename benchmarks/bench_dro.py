@@ -182,13 +182,12 @@ def algorithm_table(data, seeds):
                ("double_spider", "dp_sgd")]
     configs += [("kl", "recursive_spider"), ("kl", "double_spider"), ("kl", "dp_sgd")]
     for div, alg in configs:
-        res = evaluate(lambda s: DPDROClassifier(divergence=div, algorithm=alg, epsilon=1.0,
-                                                 delta=DELTA, random_state=s), data, seeds)
+        res = evaluate(lambda s: DPDROClassifier(divergence=div, epsilon=1.0, delta=DELTA,
+                                                 random_state=s, solver_options={"algorithm": alg}), data, seeds)
         rows.append([div, alg, fmt(*res[:2]), fmt(res[2])])
     for alg in ("recursive_spider", "dp_sgd"):
-        res = evaluate(lambda s: DPDROClassifier(divergence="kl", formulation="constrained",
-                                                 algorithm=alg, epsilon=1.0, delta=DELTA,
-                                                 random_state=s), data, seeds)
+        res = evaluate(lambda s: DPDROClassifier(divergence="kl", rho=0.5, epsilon=1.0,
+                                                 delta=DELTA, random_state=s, solver_options={"algorithm": alg}), data, seeds)
         rows.append(["kl (constrained)", alg, fmt(*res[:2]), fmt(res[2])])
     print_table("Synthetic classification, epsilon=1: every divergence and algorithm",
                 ["divergence", "algorithm", "worst group", "mean"], rows)
@@ -198,8 +197,8 @@ def speed_table(adult):
     log("speed")
     X_tr, y_tr = adult[0], adult[1]
     with threadpool_limits(1):
-        dro = DPDROClassifier(epsilon=1.0, delta=DELTA, algorithm="double_spider",
-                              max_epochs=1, random_state=0)
+        dro = DPDROClassifier(epsilon=1.0, delta=DELTA, max_epochs=1, random_state=0,
+                              solver_options={"algorithm": "double_spider"})
         dpsgd = DPSGDClassifier(epsilon=1.0, delta=DELTA, max_epochs=1, random_state=0)
         for est in (dro, dpsgd):  # warm up
             est.fit(X_tr[:2000], y_tr[:2000])

@@ -36,7 +36,7 @@ def fit_inprocess(data, silos, **kw):
     X, y, s = data
     start = time.perf_counter()
     with record_fit_times() as times:
-        clf = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+        clf = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
             X, y, sensitive_features=s, silo_ids=silos)
     return clf, time.perf_counter() - start, 0.0, times[-1]
 
@@ -45,7 +45,7 @@ def fit_simulation(data, silos, **kw):
     X, y, s = data
     start = time.perf_counter()
     with record_fit_times() as times:
-        clf = DPFERMIClassifier(engine="flower-simulation", **kw).fit(
+        clf = DPFERMIClassifier(**kw, solver_options={"engine": "flower-simulation"}).fit(
             X, y, sensitive_features=s, silo_ids=silos)
     total = time.perf_counter() - start
     return clf, total, total - _seconds(times[-1]), times[-1]

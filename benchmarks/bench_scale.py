@@ -256,11 +256,11 @@ def worker(args):
             est.fit(X, target, **kw)
         out["fit_s"] = time.perf_counter() - start
         out["train_s"] = fit_times[-1]["training"] if fit_times else out["fit_s"]
-        out["steps"] = int(getattr(est, "n_steps_", None) or getattr(est, "n_iter_", 0) or 0)
+        out["steps"] = int(getattr(est, "n_steps_", 0))
         out["epochs"] = est.max_epochs if est.max_steps is None else None
         batch = getattr(est, "batch_size_", None)
-        if batch is None and getattr(est, "batch_sizes_", None) is not None:
-            batch = float(np.sum(est.batch_sizes_))  # FERMI: one per silo, summed
+        if isinstance(batch, np.ndarray):
+            batch = float(np.sum(batch))  # FERMI: one per silo, summed
         out["batch"] = None if batch is None else round(batch)
     sampler.stop()
     if args.device.startswith("cuda") and name != "sklearn":

@@ -205,9 +205,7 @@ def test_non_private_tuner_descends_with_smoothed_l1():
     Xt, yt, Xv, yv = _sparse_problem(seed=5, n_train=100, noise=2.0)
     X, y = np.vstack([Xt, Xv]), np.concatenate([yt, yv])
     mask = np.r_[np.zeros(len(Xt), bool), np.ones(len(Xv), bool)]
-    reg = DPBilevelRidge(epsilon=None, regularizer="smoothed_l1", l1_smoothing=0.01,
-                         n_outer_iter=20, y_bounds=(-10, 10), omega_init=1e-3,
-                         refit_share=0.0, random_state=0).fit(X, y, validation_mask=mask)
+    reg = DPBilevelRidge(epsilon=None, regularizer="smoothed_l1", n_outer_iter=20, y_bounds=(-10, 10), omega_init=1e-3, refit_share=0.0, random_state=0, solver_options={"l1_smoothing": 0.01}).fit(X, y, validation_mask=mask)
     spec = Regularizer("smoothed_l1", 0.01)
     scale = reg.y_scale_
     yt_s, yv_s = (np.clip(v, -10, 10) / scale for v in (yt, yv))
@@ -254,7 +252,7 @@ def test_private_smoothed_l1(solver):
     plain = DPBilevelRidge(**{**kwargs, "regularizer": "l2"}).fit(X, y)
     # the penalty is post-processing: same releases, same privacy
     assert reg.epsilon_ == plain.epsilon_ <= 2.0
-    assert reg.noise_multipliers_ == plain.noise_multipliers_
+    assert reg.privacy_report_.noise == plain.privacy_report_.noise
     assert np.all(np.isfinite(reg.history_["R_train"]))
     assert reg.score(X, y) > 0.7
     clf = DPBilevelLogisticRegression(
@@ -275,7 +273,8 @@ def test_epsilon_recomputed_from_event(solver):
     assert compute_epsilon(reg.dp_event_, reg.delta_, reg.accountant_) == reg.epsilon_
     report = reg.privacy_report_
     # T solves of each kind, plus the refit, each a batch of the plan
-    assert set(reg.noise_multipliers_) == {"train", "mixed", "refit"}
+    assert set(report.noise) >= {"train", "mixed", "refit"}
+    assert reg.noise_multiplier_ == report.multiplier("train")
     steps = dict(zip(("train", "mixed", "refit"), report.steps))
     assert steps["train"] % 3 == 0 and steps["mixed"] % 3 == 0
     assert report.initial_event is not None  # the private target scale
@@ -287,15 +286,15 @@ def test_paper_outer_noise_is_accounted():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1500, 4))
     y = (X[:, 0] > 0).astype(int)
-    clf = DPBilevelLogisticRegression(epsilon=2.0, outer_noise="paper", n_outer_iter=3,
-                                      refit_share=0.0, random_state=0).fit(X, y)
+    clf = DPBilevelLogisticRegression(epsilon=2.0, n_outer_iter=3, refit_share=0.0, random_state=0,
+                                      solver_options={"outer_noise": "paper"}).fit(X, y)
     assert "hypergradient" in clf.privacy_report_.noise
-    assert clf.noise_multipliers_["hypergradient"] > 0
+    assert clf.privacy_report_.multiplier("hypergradient") > 0
     assert clf.epsilon_ <= 2.0
     none = DPBilevelLogisticRegression(epsilon=2.0, n_outer_iter=3, refit_share=0.0,
                                        random_state=0).fit(X, y)
     # without outer noise the inner solves get more of the budget
-    assert none.noise_multipliers_["train"] < clf.noise_multipliers_["train"]
+    assert none.noise_multiplier_ < clf.noise_multiplier_
 
 
 def test_weighted_clipping_bounds_each_record():
@@ -345,9 +344,9 @@ def test_bad_input():
     X = rng.normal(size=(500, 3))
     y = X[:, 0]
     with pytest.raises(ValueError, match="omega_bounds"):
-        DPBilevelRidge(omega_bounds=(0.0, 1.0)).fit(X, y)
+        DPBilevelRidge(solver_options={"omega_bounds": (0.0, 1.0)}).fit(X, y)
     with pytest.raises(ValueError, match="omega_bounds"):
-        DPBilevelRidge(omega_bounds=(1.0, 0.5)).fit(X, y)
+        DPBilevelRidge(solver_options={"omega_bounds": (1.0, 0.5)}).fit(X, y)
     with pytest.raises(ValueError, match="omega_init"):
         DPBilevelRidge(omega_init=1e3).fit(X, y)
     with pytest.raises(ValueError, match="too small|cannot pay"):
@@ -359,7 +358,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="regularizer"):
         DPBilevelRidge(regularizer="l1").fit(X, y)
     with pytest.raises(ValueError, match="l1_smoothing"):
-        DPBilevelRidge(regularizer="smoothed_l1", l1_smoothing=0.0).fit(X, y)
+        DPBilevelRidge(regularizer="smoothed_l1", solver_options={"l1_smoothing": 0.0}).fit(X, y)
     with pytest.raises(ValueError, match="output_perturbation.*dp_sgd"):
         DPBilevelRidge(regularizer="smoothed_l1", inner_solver="output_perturbation").fit(X, y)
     with pytest.raises(ValueError, match="output_perturbation"):

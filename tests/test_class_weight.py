@@ -70,7 +70,7 @@ def test_balanced_costs_epsilon_at_the_same_noise(estimator):
     """At a fixed noise multiplier and step count (a budget that affords
     them), the class counts are one more release: epsilon_ grows."""
     X, y, groups = _imbalanced()
-    fixed = clone(estimator).set_params(epsilon=50.0, noise_multiplier=3.0)
+    fixed = clone(estimator).set_params(epsilon=50.0, solver_options={"noise_multiplier": 3.0})
     plain = _fit(fixed, X, y, groups)
     balanced = _fit(clone(fixed).set_params(class_weight="balanced"), X, y, groups)
     assert balanced.n_steps_ == plain.n_steps_ == 20

@@ -88,3 +88,53 @@ def test_predictions_do_not_depend_on_the_other_rows(estimator, dtype):
             )
             np.testing.assert_allclose(parts, full, rtol=1e-10, atol=1e-12,
                                        err_msg=f"{method}, calls of {size} rows")
+
+
+# ------------------------------------------- one screen of parameters
+def _every_estimator():
+    from skdp import (
+        DPBilevelLogisticRegression,
+        DPBilevelRidge,
+        DPDROClassifier,
+        DPDRORegressor,
+        DPFERMIClassifier,
+    )
+
+    return [DPSGDClassifier, DPSGDRegressor, DPRateConstrainedClassifier, DPFERMIClassifier,
+            DPDROClassifier, DPDRORegressor, DPBilevelRidge, DPBilevelLogisticRegression]
+
+
+@pytest.mark.parametrize("Estimator", _every_estimator(), ids=lambda c: c.__name__)
+def test_one_screen_of_parameters(Estimator):
+    """Every estimator's constructor fits on a screen (at most 25
+    parameters); the rest are solver options, each documented."""
+    import inspect
+
+    params = inspect.signature(Estimator).parameters
+    assert len(params) <= 25, sorted(params)
+    assert "solver_options" in params
+    for key in Estimator._solver_option_specs:
+        assert f"``{key!r}``" in Estimator.__doc__, key
+        assert key not in params, key
+
+
+#: The fitted attributes every estimator has, with the same meaning.
+SHARED_ATTRIBUTES = ("n_steps_", "noise_multiplier_", "sampling_rate_", "epsilon_", "delta_",
+                     "dp_event_", "privacy_report_", "privacy_unit_", "n_features_in_")
+
+
+@pytest.mark.parametrize("Estimator", _every_estimator(), ids=lambda c: c.__name__)
+def test_shared_fitted_attributes(Estimator):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = (X[:, 0] > 0).astype(int) if not is_regressor(Estimator()) else X[:, 0]
+    steps = ({"n_outer_iter": 2, "inner_steps": 5} if "n_outer_iter" in Estimator().get_params()
+             else {"max_steps": 10})
+    est = Estimator(epsilon=1.0, random_state=0, **steps).fit(X, y)
+    for name in SHARED_ATTRIBUTES:
+        assert hasattr(est, name), name
+    assert np.all(np.asarray(est.n_steps_) >= 1)
+    assert np.all(np.asarray(est.noise_multiplier_) > 0)
+    assert np.all((np.asarray(est.sampling_rate_) > 0) & (np.asarray(est.sampling_rate_) <= 1))
+    assert 0 < est.epsilon_ <= 1.0 + 1e-9 and est.delta_ > 0
+    assert est.privacy_report_.dp_event == est.dp_event_ and est.privacy_unit_ == "record"

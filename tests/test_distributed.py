@@ -137,8 +137,8 @@ def _fermi():
 
 
 def _dro(algorithm, divergence="chi2"):
-    return DPDROClassifier(epsilon=1.0, algorithm=algorithm, divergence=divergence,
-                           random_state=0)
+    return DPDROClassifier(epsilon=1.0, divergence=divergence, random_state=0,
+                           solver_options={"algorithm": algorithm})
 
 
 def _persons(n_rows, records=4):
@@ -272,12 +272,13 @@ def _single_and_parallel(name, parallel, single_fits):
 
 
 def _steps(fitted):
-    return getattr(fitted, "n_steps_", None) or fitted.n_iter_
+    return fitted.n_steps_
 
 
 def _batch(fitted):
     """The expected batch size (DP-FERMI: of each silo)."""
-    return getattr(fitted, "batch_size_", None) or fitted.batch_sizes_.tolist()
+    batch = fitted.batch_size_
+    return batch.tolist() if isinstance(batch, np.ndarray) else batch
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -440,7 +441,8 @@ def test_unsupported_estimators_and_arguments_are_refused():
 @pytest.mark.parametrize(("params", "fit_params", "match"), [
     ({}, {"silo_ids": np.arange(4000) % 2}, "silo_ids .* are not supported in data-parallel"),
     ({"silo_column": 0}, {}, "silo_ids .*silo_column.* are not supported in data-parallel"),
-    ({"engine": "flower-simulation"}, {}, "engine='flower-simulation' is not supported"),
+    ({"solver_options": {"engine": "flower-simulation"}}, {},
+     r"solver_options\['engine'\]='flower-simulation' is not supported"),
 ])
 def test_fermi_trains_one_silo_in_process(params, fit_params, match):
     X, y, groups = _fair()

@@ -38,9 +38,8 @@ def test_privacy_report_matches_fresh_accountant(data):
 
 def test_fixed_noise_stops_when_budget_is_spent(data):
     X, y = data
-    clf = DPSGDClassifier(
-        epsilon=0.5, noise_multiplier=2.0, batch_size=100, max_steps=10_000, random_state=0
-    ).fit(X, y)
+    clf = DPSGDClassifier(epsilon=0.5, batch_size=100, max_steps=10_000, random_state=0,
+                          solver_options={"noise_multiplier": 2.0}).fit(X, y)
     assert 0 < clf.n_steps_ < 10_000
     assert clf.epsilon_ <= 0.5
     assert clf.noise_multiplier_ == 2.0
@@ -135,7 +134,8 @@ def test_nan_and_inf_rejected(data):
 def test_epsilon_too_small_for_one_step(data):
     X, y = data
     with pytest.raises(PrivacyBudgetError, match="single step"):
-        DPSGDClassifier(epsilon=1e-4, noise_multiplier=0.5, batch_size=1500).fit(X, y)
+        DPSGDClassifier(epsilon=1e-4, batch_size=1500,
+                        solver_options={"noise_multiplier": 0.5}).fit(X, y)
 
 
 def test_batch_larger_than_data(data):
@@ -161,7 +161,7 @@ def test_invalid_parameter_message(data):
     with pytest.raises(ValueError, match="epsilon"):
         DPSGDClassifier(epsilon=-1).fit(X, y)
     with pytest.raises(ValueError, match="accountant"):
-        DPSGDClassifier(accountant="gdp").fit(X, y)
+        DPSGDClassifier(solver_options={"accountant": "gdp"}).fit(X, y)
 
 
 def test_module_factory_must_return_module(data):
@@ -172,7 +172,8 @@ def test_module_factory_must_return_module(data):
 
 def test_rdp_accountant(data):
     X, y = data
-    clf = DPSGDClassifier(accountant="rdp", batch_size=128, max_epochs=2, random_state=0).fit(X, y)
+    clf = DPSGDClassifier(batch_size=128, max_epochs=2, random_state=0,
+                          solver_options={"accountant": "rdp"}).fit(X, y)
     assert clf.epsilon_ <= 1.0
     assert compute_epsilon(clf.dp_event_, clf.delta_, "rdp") == clf.epsilon_
 
@@ -213,7 +214,7 @@ def test_torch_thread_setting_restored(data):
 def test_privacy_curve(data):
     X, y = data
     clf = DPSGDClassifier(batch_size=128, max_epochs=2, random_state=0).fit(X, y)
-    clf.set_params(accountant="rdp")  # the curve uses the accountant of the fit
+    clf.set_params(solver_options={"accountant": "rdp"})  # the curve uses the fit's
     curve = clf.privacy_curve(n_points=5)
     assert curve.shape == (5, 2)
     assert curve[-1, 0] == clf.n_steps_
@@ -280,7 +281,7 @@ def test_secure_rng_fits_are_not_reproducible(data):
     params = dict(batch_size=128, max_steps=30, random_state=0)
     seeded = [DPSGDClassifier(**params).fit(X, y) for _ in range(2)]
     np.testing.assert_array_equal(seeded[0].coef_, seeded[1].coef_)
-    secure = [DPSGDClassifier(secure_rng=True, **params).fit(X, y) for _ in range(2)]
+    secure = [DPSGDClassifier(**params, solver_options={"secure_rng": True}).fit(X, y) for _ in range(2)]
     assert not np.allclose(secure[0].coef_, secure[1].coef_)
     assert not np.allclose(secure[0].coef_, seeded[0].coef_)
     # the privacy report depends on public settings only
@@ -296,7 +297,8 @@ def test_secure_rng_uses_the_os_generator(data, monkeypatch):
     original = SecureGenerator.random
     monkeypatch.setattr(SecureGenerator, "random",
                         lambda self, size: calls.append(size) or original(self, size))
-    DPSGDClassifier(batch_size=128, max_steps=5, secure_rng=True, random_state=0).fit(X, y)
+    DPSGDClassifier(batch_size=128, max_steps=5, random_state=0,
+                    solver_options={"secure_rng": True}).fit(X, y)
     assert calls  # sampling and noise both drew from os.urandom
     calls.clear()
     DPSGDClassifier(batch_size=128, max_steps=5, random_state=0).fit(X, y)
@@ -308,27 +310,28 @@ def test_secure_rng_on_the_module_path_keeps_seeded_initialisation(data):
     params = dict(hidden_layer_sizes=(4,), batch_size=128, random_state=0)
     # with no step taken the model is its initialisation, which random_state still seeds
     untrained = [
-        DPSGDClassifier(epsilon=None, max_steps=1, learning_rate=1e-12, secure_rng=secure,
-                        **params).fit(X, y)
+        DPSGDClassifier(epsilon=None, max_steps=1, learning_rate=1e-12, **params,
+                        solver_options={"secure_rng": secure}).fit(X, y)
         for secure in (False, True)
     ]
     for key, value in untrained[0].module_state_.items():
         np.testing.assert_allclose(untrained[1].module_state_[key], value, atol=1e-9)
-    clf = DPSGDClassifier(secure_rng=True, max_steps=20, **params).fit(X, y)
+    clf = DPSGDClassifier(max_steps=20, **params, solver_options={"secure_rng": True}).fit(X, y)
     assert all(np.isfinite(v).all() for v in clf.module_state_.values())
 
 
 def test_secure_rng_is_validated(data):
     X, y = data
     with pytest.raises(ValueError, match="secure_rng"):
-        DPSGDClassifier(secure_rng="yes").fit(X, y)
+        DPSGDClassifier(solver_options={"secure_rng": "yes"}).fit(X, y)
 
 
 # ----------------------------------------------------------- sample_rate
 def test_sample_rate_matches_equivalent_batch_size(data):
     X, y = data
     q = 0.04  # 120 of the 3000 records
-    by_rate = DPSGDClassifier(sample_rate=q, max_epochs=2, random_state=0).fit(X, y)
+    by_rate = DPSGDClassifier(max_epochs=2, random_state=0,
+                              solver_options={"sample_rate": q}).fit(X, y)
     by_size = DPSGDClassifier(batch_size=120, max_epochs=2, random_state=0).fit(X, y)
     assert by_rate.sampling_rate_ == q
     assert by_rate.batch_size_ == by_size.batch_size_ == 120
@@ -340,8 +343,8 @@ def test_sample_rate_matches_equivalent_batch_size(data):
 
 def test_sample_rate_takes_precedence_over_batch_size(data):
     X, y = data
-    clf = DPSGDClassifier(batch_size=10_000, sample_rate=0.05, max_steps=5,
-                          random_state=0).fit(X, y)  # batch_size > n_samples is ignored
+    clf = DPSGDClassifier(batch_size=10_000, max_steps=5, random_state=0,
+                          solver_options={"sample_rate": 0.05}).fit(X, y)  # batch_size > n_samples is ignored
     assert clf.sampling_rate_ == 0.05
     assert clf.batch_size_ == 150
     assert clf.dp_event_.events[-1].event.sampling_probability == 0.05
@@ -349,7 +352,7 @@ def test_sample_rate_takes_precedence_over_batch_size(data):
 
 def test_full_batch_sample_rate(data):
     X, y = data
-    clf = DPSGDClassifier(sample_rate=1, max_steps=3, random_state=0).fit(X, y)
+    clf = DPSGDClassifier(max_steps=3, random_state=0, solver_options={"sample_rate": 1}).fit(X, y)
     assert clf.sampling_rate_ == 1.0 and clf.batch_size_ == len(X)
 
 
@@ -357,24 +360,34 @@ def test_full_batch_sample_rate(data):
 def test_invalid_sample_rate_rejected(data, bad):
     X, y = data
     with pytest.raises(ValueError, match="sample_rate"):
-        DPSGDClassifier(sample_rate=bad).fit(X, y)
+        DPSGDClassifier(solver_options={"sample_rate": bad}).fit(X, y)
 
 
 def test_sample_rate_below_one_record_rejected(data):
     X, y = data
-    with pytest.raises(ValueError, match=r"sample_rate=0.0001 .* less than one; use "
-                                         r"sample_rate >= 1/n_samples"):
-        DPSGDClassifier(sample_rate=1e-4).fit(X, y)
+    with pytest.raises(ValueError, match=r"\['sample_rate'\]=0.0001 .* less than one; use "
+                                         r"a sample_rate >= 1/n_samples"):
+        DPSGDClassifier(solver_options={"sample_rate": 1e-4}).fit(X, y)
     # exactly one expected record is allowed, despite rounding in 1/n * n
     n = 49  # (1 / 49) * 49 < 1 in floating point
     assert (1 / n) * n < 1
-    clf = DPSGDClassifier(epsilon=None, sample_rate=1 / n, max_steps=2).fit(X[:n], y[:n])
+    clf = DPSGDClassifier(epsilon=None, max_steps=2,
+                          solver_options={"sample_rate": 1 / n}).fit(X[:n], y[:n])
     assert clf.batch_size_ == 1
 
 
-def test_new_parameters_in_get_params():
-    params = DPSGDClassifier().get_params()
-    assert params["sample_rate"] is None and params["secure_rng"] is False
+def test_solver_options_are_validated_and_reach_get_params(data):
+    X, y = data
+    clf = DPSGDClassifier(solver_options={"sample_rate": 0.1})
+    assert clf.get_params()["solver_options"] == {"sample_rate": 0.1}
+    assert clf._option("sample_rate") == 0.1 and clf._option("secure_rng") is False
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['sample_rat'\]"):
+        DPSGDClassifier(solver_options={"sample_rat": 0.1}).fit(X, y)
+    with pytest.raises(ValueError, match="'momentum' parameter of DPSGDClassifier "
+                                         "solver_options must be"):
+        DPSGDClassifier(solver_options={"momentum": 1.5}).fit(X, y)
+    for key in DPSGDClassifier._solver_option_specs:  # every option documented
+        assert f"``{key!r}``" in DPSGDClassifier.__doc__
 
 
 # ------------------------------------------------ first-contact defaults

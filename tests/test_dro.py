@@ -60,8 +60,8 @@ def test_corrected_rows_differ_from_the_printed_table():
     assert float(chi2.conjugate(torch.tensor(-5.0, dtype=torch.float64))) == -1.0
 
 
-@pytest.mark.parametrize("bad", [dict(divergence="kl_cvar", alpha=1.5),
-                                 dict(divergence="cressie_read", k=1.0),
+@pytest.mark.parametrize("bad", [dict(divergence="kl_cvar", solver_options={"alpha": 1.5}),
+                                 dict(divergence="cressie_read", solver_options={"k": 1.0}),
                                  dict(lam=0.0), dict(lam=-1.0)])
 def test_bad_divergence_parameters_raise(bad):
     X, y = make_classification(n_samples=100, random_state=0)
@@ -210,12 +210,13 @@ def test_weight_bound_is_the_planned_sensitivity():
     X, y = _data(800)
     for lam, expected in [(0.3, 6.0), (3.0, 1.5), (0.01, 10.0)]:
         clf = DPDROClassifier(epsilon=2.0, lam=lam, max_grad_norm=2.0, max_epochs=1,
-                              algorithm="double_spider", random_state=0).fit(X, y)
+                              random_state=0, solver_options={"algorithm": "double_spider"}).fit(X,
+                                                                                                 y)
         # chi2: (psi*)'(B / lam) = (B / lam + 2) / 2 with B = 3, capped at max_weight=10
         assert clf.weight_bound_ == pytest.approx(expected)
         assert clf.privacy_report_.noise["x_anchor"].sensitivity == pytest.approx(2.0 * expected)
-    kl = DPDROClassifier(divergence="kl", algorithm="recursive_spider", epsilon=2.0,
-                         max_epochs=1, random_state=0).fit(X, y)
+    kl = DPDROClassifier(divergence="kl", epsilon=2.0, max_epochs=1, random_state=0,
+                         solver_options={"algorithm": "recursive_spider"}).fit(X, y)
     assert kl.weight_bound_ == 1.0  # recursive SPIDER: exp((l - B)/lam) <= 1
 
 
@@ -226,8 +227,9 @@ def test_lam_moves_the_noiseless_solution_towards_the_rare_group():
     rare = groups == 1
     acc = {}
     for lam in (0.1, 10.0):
-        clf = DPDROClassifier(epsilon=None, lam=lam, algorithm="double_spider",
-                              iterate="last", random_state=0).fit(X, y)
+        clf = DPDROClassifier(epsilon=None, lam=lam, random_state=0,
+                              solver_options={"algorithm": "double_spider",
+                                              "iterate": "last"}).fit(X, y)
         acc[lam] = np.mean(clf.predict(X[rare]) == y[rare])
     assert acc[0.1] > acc[10.0] + 0.02
 
@@ -254,9 +256,10 @@ def _data(n=600, seed=0):
 
 def test_kl_penalized_eta_closed_form():
     X, y = _data()
-    clf = DPDROClassifier(divergence="kl", algorithm="double_spider", epsilon=None, lam=0.5,
-                          max_weight=None, max_epochs=5, random_state=0).fit(X, y)
-    losses = np.minimum(clf._sample_losses(X, y), clf.loss_bound)
+    clf = DPDROClassifier(divergence="kl", epsilon=None, lam=0.5, max_epochs=5, random_state=0,
+                          solver_options={"algorithm": "double_spider", "max_weight": None})
+    clf.fit(X, y)
+    losses = np.minimum(clf._sample_losses(X, y), clf._option("loss_bound"))
     eta, value, _ = clf._dual_solution(losses)
     assert eta == pytest.approx(0.5 * np.log(np.mean(np.exp(losses / 0.5))), rel=1e-10)
     # the closed form minimises the dual over eta
@@ -272,8 +275,8 @@ def test_kl_penalized_eta_closed_form():
                                                   ("recursive_spider", "kl")])
 def test_noiseless_spider_decreases_the_dro_objective(algorithm, divergence):
     X, y = _data()
-    kwargs = dict(divergence=divergence, algorithm=algorithm, epsilon=None, lam=1.0,
-                  learning_rate=0.2, random_state=0)
+    kwargs = dict(divergence=divergence, epsilon=None, lam=1.0, learning_rate=0.2,
+                  random_state=0, solver_options={"algorithm": algorithm})
     start = DPDROClassifier(max_steps=1, **kwargs).fit(X, y).dro_objective(X, y)
     end = DPDROClassifier(max_epochs=10, **kwargs).fit(X, y).dro_objective(X, y)
     assert end < start - 0.05
@@ -282,13 +285,15 @@ def test_noiseless_spider_decreases_the_dro_objective(algorithm, divergence):
 def test_noiseless_double_spider_matches_plain_minibatch_spider():
     """Without noise and with inner clipping inactive, the trainer is SPIDER."""
     X, y = _data(200)
-    clf = DPDROClassifier(divergence="chi2", algorithm="double_spider", epsilon=None,
-                          lam=1.0, max_steps=6, epoch_size=3, anchor_batch_size="full",
-                          batch_size=200, max_grad_norm=1e6, dual_grad_norm=1e6,
-                          diff_clip=1e6, learning_rate=0.1, step_norm_cap=1e6,
-                          dual_learning_rate=0.3, iterate="last", random_state=0).fit(X, y)
+    clf = DPDROClassifier(
+        divergence="chi2", epsilon=None, lam=1.0, max_steps=6, batch_size=200,
+        max_grad_norm=1e6, learning_rate=0.1, random_state=0,
+        solver_options={"algorithm": "double_spider", "epoch_size": 3,
+                        "anchor_batch_size": "full", "dual_grad_norm": 1e6, "diff_clip": 1e6,
+                        "step_norm_cap": 1e6, "dual_learning_rate": 0.3, "iterate": "last"},
+    ).fit(X, y)
     # plain full-batch SPIDER (every batch is the whole data at rate 1)
-    div, lam, B = make_divergence("chi2"), 1.0, clf.loss_bound
+    div, lam, B = make_divergence("chi2"), 1.0, clf._option("loss_bound")
     Xa = torch.as_tensor(np.c_[X, np.ones(len(X))], dtype=torch.float64)
     onehot = torch.nn.functional.one_hot(torch.as_tensor(y), 2).double()
     W = torch.zeros(2, Xa.shape[1], dtype=torch.float64)
@@ -321,11 +326,12 @@ def test_noiseless_double_spider_matches_plain_minibatch_spider():
 
 
 # ------------------------------------------------------------------ privacy
-@pytest.mark.parametrize("kwargs", [dict(algorithm="double_spider"),
-                                    dict(divergence="kl", algorithm="recursive_spider"),
-                                    dict(divergence="kl", formulation="constrained",
-                                         algorithm="recursive_spider"),
-                                    dict(), dict(divergence="kl", formulation="constrained")])
+@pytest.mark.parametrize("kwargs", [
+    dict(solver_options={"algorithm": "double_spider"}),
+    dict(divergence="kl", solver_options={"algorithm": "recursive_spider"}),
+    dict(divergence="kl", rho=0.5, solver_options={"algorithm": "recursive_spider"}),
+    dict(), dict(divergence="kl", rho=0.5),
+])
 def test_epsilon_recomputed_from_dp_event(kwargs):
     X, y = _data(800)
     clf = DPDROClassifier(epsilon=2.0, max_epochs=3, random_state=0, **kwargs).fit(X, y)
@@ -347,7 +353,8 @@ def test_epsilon_recomputed_from_dp_event(kwargs):
 def test_paper_noise_warns_and_reports_the_accountant():
     X, y = _data(800)
     with pytest.warns(UserWarning, match="not calibrated"):
-        clf = DPDROClassifier(epsilon=1.0, noise="paper", max_epochs=2, random_state=0).fit(X, y)
+        clf = DPDROClassifier(epsilon=1.0, max_epochs=2, random_state=0,
+                              solver_options={"noise": "paper"}).fit(X, y)
     assert clf.epsilon_ == pytest.approx(compute_epsilon(clf.dp_event_, clf.delta_, "pld"))
 
 
@@ -368,8 +375,8 @@ def test_membership_inference_bound():
         is_member = np.r_[np.ones(n), np.zeros(n)]
         return roc_auc_score(is_member, -losses)
 
-    kwargs = dict(batch_size=100, max_epochs=60, learning_rate=1.0,
-                  step_norm_cap=10.0, random_state=0)
+    kwargs = dict(batch_size=100, max_epochs=60, learning_rate=1.0, random_state=0,
+                  solver_options={"step_norm_cap": 10.0})
     private = DPDROClassifier(epsilon=eps, **kwargs).fit(X[members], y[members])
     public = DPDROClassifier(epsilon=None, max_grad_norm=np.inf, **kwargs).fit(
         X[members], y[members])
@@ -399,11 +406,11 @@ def test_auto_algorithm_depends_on_the_number_of_records(divergence, kind):
 def test_errors_are_clear():
     X, y = _data(300)
     with pytest.raises(ValueError, match="overflows"):
-        DPDROClassifier(divergence="kl", lam=1e-3, loss_bound=3.0).fit(X, y)
+        DPDROClassifier(divergence="kl", lam=1e-3, solver_options={"loss_bound": 3.0}).fit(X, y)
     with pytest.raises(ValueError, match="cannot buy"):
         DPDROClassifier(epsilon=1e-4, delta=1e-9).fit(X, y)
     with pytest.raises(ValueError, match="needs divergence='kl'"):
-        DPDROClassifier(formulation="constrained").fit(X, y)
+        DPDROClassifier(rho=0.5).fit(X, y)
     with pytest.raises(ValueError, match="finite"):
         DPDRORegressor().fit(X, np.r_[np.nan, y[1:]].astype(float))
 

@@ -53,14 +53,14 @@ CLASSIFIERS = {
                                            random_state=0),
     "fermi_attribute": lambda: DPFERMIClassifier(max_steps=60, privacy_unit="sensitive_attribute",
                                                  random_state=0),
-    "dro_double_spider": lambda: DPDROClassifier(algorithm="double_spider", max_steps=60,
-                                                 random_state=0),
-    "dro_dp_sgd": lambda: DPDROClassifier(algorithm="dp_sgd", max_steps=60, random_state=0),
-    "dro_recursive_spider": lambda: DPDROClassifier(
-        algorithm="recursive_spider", divergence="kl", formulation="constrained", max_steps=60,
-        random_state=0),
-    "dro_mlp": lambda: DPDROClassifier(algorithm="double_spider", hidden_layer_sizes=(4,),
-                                       max_steps=60, random_state=0),
+    "dro_double_spider": lambda: DPDROClassifier(max_steps=60, random_state=0,
+                                                 solver_options={"algorithm": "double_spider"}),
+    "dro_dp_sgd": lambda: DPDROClassifier(max_steps=60, random_state=0,
+                                          solver_options={"algorithm": "dp_sgd"}),
+    "dro_recursive_spider": lambda: DPDROClassifier(divergence="kl", rho=0.5, max_steps=60,
+                                                    random_state=0, solver_options={"algorithm": "recursive_spider"}),
+    "dro_mlp": lambda: DPDROClassifier(hidden_layer_sizes=(4,), max_steps=60, random_state=0,
+                                       solver_options={"algorithm": "double_spider"}),
     "bilevel_logistic": lambda: DPBilevelLogisticRegression(random_state=0),
 }
 
@@ -68,7 +68,8 @@ REGRESSORS = {
     "dpsgd": lambda: DPSGDRegressor(max_steps=60, random_state=0),
     "dpsgd_mlp": lambda: DPSGDRegressor(max_steps=60, hidden_layer_sizes=(4,), random_state=0),
     "dro": lambda: DPDRORegressor(max_steps=60, random_state=0),
-    "dro_dp_sgd": lambda: DPDRORegressor(algorithm="dp_sgd", max_steps=60, random_state=0),
+    "dro_dp_sgd": lambda: DPDRORegressor(max_steps=60, random_state=0,
+                                         solver_options={"algorithm": "dp_sgd"}),
     "bilevel_ridge": lambda: DPBilevelRidge(random_state=0),
 }
 

@@ -50,7 +50,7 @@ def test_silo_protocol_gives_the_in_process_fit_exactly():
     for kw in (dict(lam=2.0, max_steps=6, random_state=3),
                dict(lam=1.0, max_steps=4, random_state=1, batch_size=400,
                     hidden_layer_sizes=(4,), fairness="equalized_odds")):
-        local = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+        local = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
             X, y, sensitive_features=g, silo_ids=silo)
         remote = fit_federated(DPFERMIClassifier(**kw), _direct(X, y, g, silo),
                                classes=local.classes_, groups=local.groups_,
@@ -91,7 +91,7 @@ def test_every_silo_and_server_computation_runs_on_one_thread(monkeypatch):
     previous = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+        DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
             X, y, sensitive_features=g, silo_ids=silo)
         fit_federated(DPFERMIClassifier(**kw), _direct(X, y, g, silo), classes=[0, 1],
                       groups=[0, 1], n_features=X.shape[1])
@@ -108,7 +108,7 @@ def test_batched_in_process_pass_equals_per_silo_passes():
     X, y, g, silo = _silos_data(n=6000)
     kw = dict(lam=2.0, max_steps=20, random_state=5)
     batched = DPFERMIClassifier(**kw).fit(X, y, sensitive_features=g, silo_ids=silo)
-    per_silo = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+    per_silo = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
         X, y, sensitive_features=g, silo_ids=silo)
     np.testing.assert_allclose(batched.coef_, per_silo.coef_, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(batched.W_, per_silo.W_, rtol=1e-4, atol=1e-5)
@@ -254,12 +254,13 @@ def test_flower_is_imported_lazily():
 
 def test_engine_errors():
     X, y, g, silo = _silos_data(n=2000)
-    with pytest.raises(ValueError, match="noise_calibration='accountant'"):
-        DPFERMIClassifier(engine="flower-simulation", noise_calibration="paper").fit(
+    with pytest.raises(ValueError, match="needs the default noise calibration"):
+        DPFERMIClassifier(solver_options={"engine": "flower-simulation",
+                                          "noise_calibration": "paper"}).fit(
             X, y, sensitive_features=g, silo_ids=silo)
     if not HAS_FLOWER:
         with pytest.raises(ImportError, match=r"skdp\[federated\]"):
-            DPFERMIClassifier(engine="flower-simulation", max_steps=1).fit(
+            DPFERMIClassifier(max_steps=1, solver_options={"engine": "flower-simulation"}).fit(
                 X, y, sensitive_features=g, silo_ids=silo)
 
 
@@ -292,9 +293,9 @@ def test_same_fit_in_process_in_flower_simulation_and_in_a_flower_deployment():
 
     X, y, g, silo = _silos_data()
     kw = dict(lam=2.0, max_steps=3, random_state=11)
-    local = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+    local = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
         X, y, sensitive_features=g, silo_ids=silo)
-    simulated = DPFERMIClassifier(engine="flower-simulation", **kw).fit(
+    simulated = DPFERMIClassifier(**kw, solver_options={"engine": "flower-simulation"}).fit(
         X, y, sensitive_features=g, silo_ids=silo)
     data = [(X[silo == j], y[silo == j], g[silo == j]) for j in range(3)]
     with LocalFederation(data) as federation:
@@ -358,7 +359,7 @@ def test_tls_deployment_gives_the_in_process_fit():
 
     X, y, g, silo = _silos_data(n=2_000, n_silos=2, seed=3)
     kw = dict(lam=1.0, max_steps=2, random_state=5)
-    local = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+    local = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
         X, y, sensitive_features=g, silo_ids=silo)
     data = [(X[silo == j], y[silo == j], g[silo == j]) for j in range(2)]
     with LocalFederation(data, tls=True) as federation:
@@ -431,7 +432,8 @@ def test_flower_simulation_does_not_print_the_run_simulation_banner(capfd):
     logger.addHandler(handler)
     try:
         X, y, g, silo = _silos_data(n=1200, n_silos=2)
-        model = DPFERMIClassifier(engine="flower-simulation", max_steps=2, random_state=0).fit(
+        model = DPFERMIClassifier(max_steps=2, random_state=0,
+                                  solver_options={"engine": "flower-simulation"}).fit(
             X, y, sensitive_features=g, silo_ids=silo)
     finally:
         logger.removeHandler(handler)

@@ -248,11 +248,8 @@ def _fair_data(n=3000, seed=0, corr=0.6):
 def test_noise_off_one_silo_equals_full_batch_sgda():
     X, y, g = _fair_data(n=400)
     lam, lr, lr_w, steps = 2.0, 0.5, 0.3, 25
-    clf = DPFERMIClassifier(
-        lam=lam, epsilon=None, max_grad_norm=np.inf, sample_rate=1.0, max_steps=steps,
-        learning_rate=lr, momentum=0.0, schedule="constant", w_learning_rate=lr_w,
-        return_iterate="last", random_state=0,
-    ).fit(X, y, sensitive_features=g)
+    clf = DPFERMIClassifier(lam=lam, epsilon=None, max_grad_norm=np.inf, max_steps=steps,
+                            learning_rate=lr, random_state=0, solver_options={"sample_rate": 1.0, "momentum": 0.0, "schedule": "constant", "w_learning_rate": lr_w, "return_iterate": "last"}).fit(X, y, sensitive_features=g)
     # reference: autograd on the trace-form objective, float64
     Xa = torch.as_tensor(np.column_stack([X, np.ones(len(X))]))
     Y = torch.nn.functional.one_hot(torch.as_tensor(y), 2).double()
@@ -344,8 +341,8 @@ def test_every_epsilon_recomputed_from_its_event():
 
 def test_paper_calibration_warns_and_reports_the_accountant_value():
     X, y, g = _fair_data(n=2000)
-    clf = DPFERMIClassifier(lam=1.0, noise_calibration="paper", privacy_unit="sensitive_attribute",
-                            max_epochs=3, random_state=0)
+    clf = DPFERMIClassifier(lam=1.0, privacy_unit="sensitive_attribute", max_epochs=3,
+                            random_state=0, solver_options={"noise_calibration": "paper"})
     with pytest.warns(UserWarning, match="does not certify"):
         clf.fit(X, y, sensitive_features=g)
     fresh = make_accountant("pld").compose(clf.dp_event_).get_epsilon(clf.delta_)
@@ -361,8 +358,8 @@ def test_silo_epsilons_are_those_of_the_noise_that_ran(calibration):
     calibrated ones (which were stored before, about 3 each)."""
     X, y, g = _fair_data(n=3000)
     silos = np.repeat([0, 1, 2], [1500, 1000, 500])
-    clf = DPFERMIClassifier(lam=1.0, epsilon=3.0, noise_calibration=calibration, max_epochs=3,
-                            batch_size=100, privacy_unit="sensitive_attribute", random_state=0)
+    clf = DPFERMIClassifier(lam=1.0, epsilon=3.0, max_epochs=3, batch_size=100,
+                            privacy_unit="sensitive_attribute", random_state=0, solver_options={"noise_calibration": calibration})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         clf.fit(X, y, sensitive_features=g, silo_ids=silos)
@@ -437,7 +434,8 @@ def test_routing_off_columns_and_metadata_routing():
 
 def test_public_priors_and_bad_inputs():
     X, y, g = _fair_data(n=1200)
-    clf = DPFERMIClassifier(group_priors={0: 0.5, 1: 0.5}, max_epochs=2, random_state=0)
+    clf = DPFERMIClassifier(max_epochs=2, random_state=0,
+                            solver_options={"group_priors": {0: 0.5, 1: 0.5}})
     clf.fit(X, y, sensitive_features=g)
     np.testing.assert_allclose(clf.group_priors_, [[0.5, 0.5]])
     assert "group_counts" not in clf.privacy_report_.noise
@@ -445,10 +443,10 @@ def test_public_priors_and_bad_inputs():
         (dict(), dict(silo_ids=np.zeros(10)), "silo_ids must have one silo label per row"),
         (dict(batch_size=200), dict(silo_ids=np.r_[np.zeros(1100), np.ones(100)]),
          "fewer than batch_size=200"),
-        (dict(group_priors=[0.5, 0.6]), {}, "probability distribution"),
-        (dict(group_priors=[0.5, 0.5, 0.0]), {}, r"must have shape \(2,\)"),
-        (dict(group_priors={0: 1.0}), {}, "misses groups"),
-        (dict(group_priors={0: 0.4, 1: 0.4, 2: 0.2}), {}, "not in the data's groups"),
+        (dict(solver_options={"group_priors": [0.5, 0.6]}), {}, "probability distribution"),
+        (dict(solver_options={"group_priors": [0.5, 0.5, 0.0]}), {}, r"must have shape \(2,\)"),
+        (dict(solver_options={"group_priors": {0: 1.0}}), {}, "misses groups"),
+        (dict(solver_options={"group_priors": {0: 0.4, 1: 0.4, 2: 0.2}}), {}, "not in the data's groups"),
         (dict(sensitive_groups=[0]), {}, "outside sensitive_groups"),
         (dict(lam=-1.0), {}, "lam"),
         (dict(epsilon=1e-4), {}, "cannot pay"),
@@ -537,6 +535,7 @@ def test_a_tiny_group_is_named_and_cannot_blow_up_the_w_bound():
     assert list(clf.small_groups_) == ["tiny"]
     assert clf.w_clip_ <= 2.0 / math.sqrt(0.02 / 1.04) + 1e-9
     assert clf.group_priors_.min() >= 0.02 / 1.04
-    bare = DPFERMIClassifier(lam=1.0, max_epochs=2, min_group_share=0.0, random_state=0).fit(
+    bare = DPFERMIClassifier(lam=1.0, max_epochs=2, random_state=0,
+                             solver_options={"min_group_share": 0.0}).fit(
         X, y, sensitive_features=g)
     assert bare.small_groups_.size == 0 and bare.w_clip_ > 5 * clf.w_clip_

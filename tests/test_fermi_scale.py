@@ -174,7 +174,7 @@ def test_training_rows_are_never_copied_or_gathered_whole(monkeypatch, n_silos):
     clf = _fit(DPFERMIClassifier(epsilon=1.0, random_state=0, max_steps=30), X, y,
                sensitive_features=g, silo_ids=silos)
     assert seen["data"] == [X.ctypes.data]
-    assert max(seen["rows"]) <= max(512, 2 * clf.batch_sizes_.sum())
+    assert max(seen["rows"]) <= max(512, 2 * clf.batch_size_.sum())
 
 
 def test_rows_out_of_silo_order_train_the_model_of_sorted_rows():
@@ -217,7 +217,8 @@ def test_engines_agree_across_chunks(monkeypatch, units):
     silos = (np.arange(len(y)) // 2) % 3  # out of silo order; a unit's two records in one
     unit_ids = np.arange(len(y)) // 2 if units else None
     kw = {"epsilon": 1.0, "random_state": 7, "max_steps": 10}
-    local = _fit(DPFERMIClassifier(engine_options={"batched": False}, **kw), X, y,
+    local = _fit(DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}), X,
+                 y,
                  sensitive_features=g, silo_ids=silos, unit_ids=unit_ids)
     batched = _fit(DPFERMIClassifier(**kw), X, y, sensitive_features=g, silo_ids=silos,
                    unit_ids=unit_ids)

@@ -846,16 +846,18 @@ def _raco(**kwargs):
 
 
 @pytest.mark.parametrize("estimator, grid, path", [
-    (_raco(record_gradient_norms=True), {"learning_rate": [0.2]}, "record_gradient_norms"),
-    (_raco(), {"record_gradient_norms": [False, True]}, "record_gradient_norms"),
-    (Pipeline([("clf", _raco())]), {"clf__record_gradient_norms": [True]},
-     "clf__record_gradient_norms"),
+    (_raco(solver_options={"record_gradient_norms": True}), {"learning_rate": [0.2]},
+     "solver_options"),
+    (_raco(), {"solver_options": [None, {"record_gradient_norms": True}]}, "solver_options"),
+    (Pipeline([("clf", _raco())]), {"clf__solver_options": [{"record_gradient_norms": True}]},
+     "clf__solver_options"),
 ])
 def test_non_private_diagnostics_are_refused(data, estimator, grid, path):
     X, y, groups = data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        with pytest.raises(ValueError, match=f"{path}=True.*{path}=False"):
+        with pytest.raises(ValueError, match=(rf"{path}\['record_gradient_norms'\]=True.*"
+                                              rf"Leave 'record_gradient_norms' out of {path}")):
             PrivateGridSearchCV(estimator, grid, random_state=0).fit(
                 X, y, **({"clf__sensitive_features": groups} if "clf__" in path
                          else {"sensitive_features": groups}))
@@ -864,8 +866,8 @@ def test_non_private_diagnostics_are_refused(data, estimator, grid, path):
 @pytest.mark.filterwarnings("ignore:Lagrange multipliers keep growing")
 def test_diagnostics_off_are_fine(data):
     X, y, groups = data
-    search = PrivateGridSearchCV(_raco(), {"record_gradient_norms": [False]},
-                                 random_state=0).fit(X, y, sensitive_features=groups)
+    search = PrivateGridSearchCV(_raco(), {"solver_options": [
+        {"record_gradient_norms": False}]}, random_state=0).fit(X, y, sensitive_features=groups)
     assert "gradient_norms" not in search.best_estimator_.history_
     assert search.epsilon_ <= 1.0
 

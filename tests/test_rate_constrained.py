@@ -148,9 +148,8 @@ def test_constraint_enforced_on_biased_data(biased):
 @pytest.mark.parametrize("histogram_noise", ["gaussian", "laplace"])
 def test_privacy_report(biased, histogram_noise):
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=1.0, histogram_noise=histogram_noise, max_epochs=2, random_state=0
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=2, random_state=0,
+                                      solver_options={"histogram_noise": histogram_noise}).fit(X, y, sensitive_features=group)
     assert 0.99 <= clf.epsilon_ <= 1.0 or histogram_noise == "laplace" and clf.epsilon_ <= 1.0
     fresh = pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
     assert fresh.compose(clf.dp_event_).get_epsilon(clf.delta_) == clf.epsilon_
@@ -176,9 +175,8 @@ def test_privacy_report(biased, histogram_noise):
 
 def test_fixed_noise_calibrates_steps(biased):
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=0.5, noise_multiplier=2.0, max_steps=5000, random_state=0
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(epsilon=0.5, max_steps=5000, random_state=0,
+                                      solver_options={"noise_multiplier": 2.0}).fit(X, y, sensitive_features=group)
     assert 0 < clf.n_steps_ < 5000
     assert clf.epsilon_ <= 0.5
 
@@ -298,10 +296,9 @@ def test_small_group_warning():
         n_samples=3000, group_weights=[0.98, 0.02], random_state=0
     )
     with pytest.warns(UserWarning, match="too few for histogram noise"):
-        DPRateConstrainedClassifier(
-            epsilon=0.3, batch_size=100, max_epochs=2, denominator="histogram",
-            small_group_threshold=None, random_state=0,
-        ).fit(X, y, sensitive_features=group)
+        DPRateConstrainedClassifier(epsilon=0.3, batch_size=100, max_epochs=2, random_state=0,
+                                    solver_options={"denominator": "histogram",
+                                                    "small_group_threshold": None}).fit(X, y, sensitive_features=group)
 
 
 def test_heavy_clipping_warning(biased):
@@ -314,9 +311,8 @@ def test_heavy_clipping_warning(biased):
 
 def test_history_histogram_is_the_released_one(biased):
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=1.0, max_epochs=1, denominator="histogram", random_state=0
-    )
+    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=1, random_state=0,
+                                      solver_options={"denominator": "histogram"})
     clf.fit(X, y, sensitive_features=group)
     hist = clf.history_["histogram"]
     assert hist.shape == (clf.n_steps_, clf.constraints_.n_cells + 1, 2)
@@ -346,9 +342,8 @@ def test_soft_and_hard_constraint_values_and_flags(biased):
 
 def test_clip_constraint_values_option(biased):
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=0.2, clip_constraint_values=True, max_epochs=1, random_state=0
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(epsilon=0.2, max_epochs=1, random_state=0,
+                                      solver_options={"clip_constraint_values": True}).fit(X, y, sensitive_features=group)
     values = clf.history_["constraint_values"] + np.asarray(clf.constraints_.tolerance)
     # a DP constraint is a difference of two clipped rates, so it lies in [-1, 1]
     assert np.all(np.abs(values) <= 1 + 1e-6)
@@ -359,10 +354,8 @@ def test_other_dual_updates(biased, update):
     X, y, group = biased
     free = DPSGDClassifier(epsilon=None, batch_size=200, random_state=0).fit(X, y)
     free_gap = demographic_parity_difference(y, free.predict(X), sensitive_features=group)
-    clf = DPRateConstrainedClassifier(
-        tolerance=0.03, epsilon=3.0, dual_update=update, random_state=0,
-        **({"dual_learning_rate": 1.0} if update == "exponentiated" else {"dual_learning_rate": 0.05}),
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(tolerance=0.03, epsilon=3.0, random_state=0,
+                                      **{"dual_learning_rate": 1.0} if update == "exponentiated" else {"dual_learning_rate": 0.05}, solver_options={"dual_update": update}).fit(X, y, sensitive_features=group)
     assert np.all(clf.history_["lambda"] >= 0)
     gap = demographic_parity_difference(y, clf.predict(X), sensitive_features=group)
     assert gap < 0.6 * free_gap
@@ -433,24 +426,22 @@ def test_exponentiated_dual_stays_finite_with_tiny_groups():
                                            random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        clf = DPRateConstrainedClassifier(
-            epsilon=0.2, batch_size=100, max_epochs=3, dual_update="exponentiated",
-            random_state=0,
-        ).fit(X, y, sensitive_features=group)
+        clf = DPRateConstrainedClassifier(epsilon=0.2, batch_size=100, max_epochs=3,
+                                          random_state=0, solver_options={"dual_update": "exponentiated"}).fit(X, y, sensitive_features=group)
     assert np.isfinite(clf.coef_).all() and np.isfinite(clf.history_["lambda"]).all()
 
 
 def test_fixed_histogram_scale_is_kept(biased):
     X, y, group = biased
     for mechanism, neighboring in [("gaussian", "add_remove"), ("laplace", "replace")]:
-        clf = DPRateConstrainedClassifier(
-            epsilon=1.0, histogram_noise=mechanism, histogram_noise_scale=20.0,
-            neighboring=neighboring, max_epochs=2, random_state=0,
-        ).fit(X, y, sensitive_features=group)
+        clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=2, random_state=0,
+                                          solver_options={"histogram_noise": mechanism,
+                                                          "histogram_noise_scale": 20.0, "neighboring": neighboring}).fit(X, y, sensitive_features=group)
         assert clf.histogram_noise_scale_ == 20.0
         assert clf.epsilon_ <= 1.0
     with pytest.raises(ValueError, match="histogram_noise_scale"):
-        DPRateConstrainedClassifier(epsilon=1.0, histogram_noise_scale=0.05).fit(
+        DPRateConstrainedClassifier(epsilon=1.0,
+                                    solver_options={"histogram_noise_scale": 0.05}).fit(
             X, y, sensitive_features=group)
 
 
@@ -493,8 +484,9 @@ def test_l1_orthant_projection(values, radius):
 
 def test_l1_dual_bound_in_training(biased):
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(dual_bound=0.5, dual_bound_type="l1", max_epochs=2,
-                                      random_state=0).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(max_epochs=2, random_state=0,
+                                      solver_options={"dual_bound": 0.5,
+                                                      "dual_bound_type": "l1"}).fit(X, y, sensitive_features=group)
     assert np.all(clf.history_["lambda"].sum(1) <= 0.5 + 1e-6)
 
 
@@ -510,9 +502,8 @@ def test_expected_denominators_are_accounted_once(biased):
     import dp_accounting as dpa
 
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=1.0, denominator="expected", max_epochs=2, random_state=0
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=2, random_state=0,
+                                      solver_options={"denominator": "expected"}).fit(X, y, sensitive_features=group)
     assert isinstance(clf.dp_event_, dpa.ComposedDpEvent)
     initial, training = clf.dp_event_.events
     assert isinstance(initial, dpa.GaussianDpEvent)
@@ -533,9 +524,8 @@ def test_expected_denominators_are_accounted_once(biased):
 
 def test_expected_denominators_without_noise_are_exact(biased):
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=None, denominator="expected", max_epochs=1, random_state=0
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(epsilon=None, max_epochs=1, random_state=0,
+                                      solver_options={"denominator": "expected"}).fit(X, y, sensitive_features=group)
     # one float32 product and one cast: two roundings
     np.testing.assert_allclose(clf.expected_sizes_, clf.sampling_rate_ * np.bincount(group),
                                rtol=2.5e-7)
@@ -546,10 +536,9 @@ def test_separate_noisy_counts_are_in_the_joint_step(biased, mechanism):
     from skdp.privacy import joint_noise_multiplier
 
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=1.0, denominator="separate_noisy", histogram_noise=mechanism, max_epochs=2,
-        random_state=0,
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=2, random_state=0,
+                                      solver_options={"denominator": "separate_noisy",
+                                                      "histogram_noise": mechanism}).fit(X, y, sensitive_features=group)
     assert clf.cell_count_noise_ is not None
     gaussian = [clf.noise_multiplier_, clf.clip_count_noise_]
     pure = []
@@ -558,9 +547,8 @@ def test_separate_noisy_counts_are_in_the_joint_step(biased, mechanism):
             scale if mechanism == "gaussian" else 1.0 / scale)
     assert joint_noise_multiplier(gaussian, pure) >= clf.joint_noise_multiplier_ * (1 - 1e-9)
     assert clf.epsilon_ <= 1.0
-    plain = DPRateConstrainedClassifier(
-        epsilon=1.0, histogram_noise=mechanism, max_epochs=2, random_state=0
-    ).fit(X, y, sensitive_features=group)
+    plain = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=2, random_state=0,
+                                        solver_options={"histogram_noise": mechanism}).fit(X, y, sensitive_features=group)
     # the histogram's share is split with the counts, so it is noisier
     assert clf.histogram_noise_scale_ > plain.histogram_noise_scale_
     assert clf.noise_multiplier_ == pytest.approx(plain.noise_multiplier_)
@@ -569,19 +557,17 @@ def test_separate_noisy_counts_are_in_the_joint_step(biased, mechanism):
 def test_separate_counts_without_noise_count_the_batch(biased):
     """Demographic parity's local sets are the groups: their sizes add up to the batch."""
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=None, denominator="separate_noisy", max_epochs=1, random_state=0
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(epsilon=None, max_epochs=1, random_state=0,
+                                      solver_options={"denominator": "separate_noisy"}).fit(X, y, sensitive_features=group)
     np.testing.assert_allclose(clf.history_["denominators"].sum(1), clf.history_["batch_size"])
 
 
 def test_freeze_denominators_keeps_the_first_sizes(biased):
     X, y, group = biased
     for denominator in ("histogram", "separate_noisy"):
-        clf = DPRateConstrainedClassifier(
-            epsilon=1.0, denominator=denominator, freeze_denominators=True, max_epochs=1,
-            random_state=0,
-        ).fit(X, y, sensitive_features=group)
+        clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=1, random_state=0,
+                                          solver_options={"denominator": denominator,
+                                                          "freeze_denominators": True}).fit(X, y, sensitive_features=group)
         sizes = clf.history_["denominators"]
         np.testing.assert_array_equal(sizes, np.broadcast_to(sizes[0], sizes.shape))
 
@@ -589,9 +575,9 @@ def test_freeze_denominators_keeps_the_first_sizes(biased):
 def test_return_iterate_last_is_unaveraged(biased):
     X, y, group = biased
     kw = dict(epsilon=1.0, max_epochs=1, random_state=0)
-    last = DPRateConstrainedClassifier(return_iterate="last", **kw).fit(
+    last = DPRateConstrainedClassifier(**kw, solver_options={"return_iterate": "last"}).fit(
         X, y, sensitive_features=group)
-    zero = DPRateConstrainedClassifier(averaging=0.0, **kw).fit(X, y, sensitive_features=group)
+    zero = DPRateConstrainedClassifier(**kw, solver_options={"averaging": 0.0}).fit(X, y, sensitive_features=group)
     averaged = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
     np.testing.assert_array_equal(last.coef_, zero.coef_)
     assert not np.allclose(last.coef_, averaged.coef_)
@@ -600,9 +586,8 @@ def test_return_iterate_last_is_unaveraged(biased):
 def test_best_checkpoint_is_flagged_non_private(biased):
     X, y, group = biased
     with pytest.warns(UserWarning, match="not private"):
-        clf = DPRateConstrainedClassifier(
-            tolerance=0.1, epsilon=2.0, return_iterate="best_checkpoint", random_state=0
-        ).fit(X, y, sensitive_features=group)
+        clf = DPRateConstrainedClassifier(tolerance=0.1, epsilon=2.0, random_state=0,
+                                          solver_options={"return_iterate": "best_checkpoint"}).fit(X, y, sensitive_features=group)
     assert clf.epsilon_ == np.inf
     assert 0 < clf.training_epsilon_ <= 2.0
     assert clf.checkpoint_step_ % -(-clf.n_steps_ // 20) == 0
@@ -610,16 +595,16 @@ def test_best_checkpoint_is_flagged_non_private(biased):
         clf.privacy_curve(3)
     # the chosen checkpoint satisfies the (loose) constraint on the training data
     assert clf.constraint_violation(X, y, sensitive_features=group) <= 0.0
-    clf.set_params(return_iterate="average").fit(X, y, sensitive_features=group)
+    clf.set_params(solver_options={"return_iterate": "average"}).fit(
+        X, y, sensitive_features=group)
     assert not hasattr(clf, "training_epsilon_") and np.isfinite(clf.epsilon_)
 
 
 def test_gradient_norm_diagnostics(biased):
     X, y, group = biased
     with pytest.warns(UserWarning, match="non-private"):
-        clf = DPRateConstrainedClassifier(
-            tolerance=0.02, epsilon=1.0, record_gradient_norms=True, max_epochs=1, random_state=0,
-        ).fit(X, y, sensitive_features=group)
+        clf = DPRateConstrainedClassifier(tolerance=0.02, epsilon=1.0, max_epochs=1,
+                                          random_state=0, solver_options={"record_gradient_norms": True}).fit(X, y, sensitive_features=group)
     norms = clf.history_["gradient_norms"]
     assert norms.shape == (clf.n_steps_, 2)
     assert np.all(norms >= 0)
@@ -650,13 +635,12 @@ def test_part_heads_add_up_to_the_lagrangian_head():
 
 def test_sample_rate_and_secure_rng(biased):
     X, y, group = biased
-    clf = DPRateConstrainedClassifier(
-        epsilon=1.0, sample_rate=0.05, max_epochs=1, random_state=0
-    ).fit(X, y, sensitive_features=group)
+    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=1, random_state=0,
+                                      solver_options={"sample_rate": 0.05}).fit(X, y, sensitive_features=group)
     assert clf.sampling_rate_ == 0.05
     assert clf.batch_size_ == round(0.05 * len(y))
     assert clf.n_steps_ == 20
-    kw = dict(epsilon=1.0, max_epochs=1, random_state=0, secure_rng=True)
+    kw = dict(epsilon=1.0, max_epochs=1, random_state=0, solver_options={"secure_rng": True})
     a = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
     b = DPRateConstrainedClassifier(**kw).fit(X, y, sensitive_features=group)
     assert not np.array_equal(a.coef_, b.coef_)
@@ -682,9 +666,8 @@ def test_one_huge_record_cannot_break_the_fit(biased, estimator):
 def test_checkpoints_are_at_most_twenty(biased):
     X, y, group = biased
     with pytest.warns(UserWarning, match="not private"):
-        clf = DPRateConstrainedClassifier(
-            epsilon=1.0, max_steps=39, return_iterate="best_checkpoint", random_state=0
-        ).fit(X, y, sensitive_features=group)
+        clf = DPRateConstrainedClassifier(epsilon=1.0, max_steps=39, random_state=0,
+                                          solver_options={"return_iterate": "best_checkpoint"}).fit(X, y, sensitive_features=group)
     assert clf.checkpoint_step_ % 2 == 0 or clf.checkpoint_step_ == 39
 
 
@@ -734,10 +717,9 @@ def test_enforcing_tiny_groups_collapses_and_is_flagged(small_groups):
     """The pre-issue-14 behaviour: every group constrained, noisy denominators.
     The fit collapses to a constant and says so."""
     X, y, group = small_groups
-    clf = DPRateConstrainedClassifier(
-        epsilon=1.0, max_epochs=5, small_group_threshold=None, denominator="histogram",
-        random_state=0,
-    )
+    clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=5, random_state=0,
+                                      solver_options={"small_group_threshold": None,
+                                                      "denominator": "histogram"})
     with pytest.warns(UserWarning, match="constant classifier"):
         clf.fit(X, y, sensitive_features=group)
     assert clf.excluded_groups_.size == 0 and len(clf.constraint_names_) == 8
@@ -747,9 +729,8 @@ def test_enforcing_tiny_groups_collapses_and_is_flagged(small_groups):
 def test_small_group_threshold_none_warns_and_keeps(small_groups):
     X, y, group = small_groups
     with pytest.warns(UserWarning, match="small_group_threshold=None.*'Z=2'"):
-        clf = DPRateConstrainedClassifier(
-            epsilon=1.0, max_epochs=1, small_group_threshold=None, random_state=0
-        ).fit(X, y, sensitive_features=group)
+        clf = DPRateConstrainedClassifier(epsilon=1.0, max_epochs=1, random_state=0,
+                                          solver_options={"small_group_threshold": None}).fit(X, y, sensitive_features=group)
     assert clf.excluded_constraints_ == [] and len(clf.constraint_names_) == 8
 
 

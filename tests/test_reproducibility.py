@@ -47,7 +47,8 @@ FITS = textwrap.dedent('''
         "fermi_silos": (DPFERMIClassifier(random_state=0), y,
                         {"sensitive_features": g, "silo_ids": silos}),
         "fermi_mlp": (DPFERMIClassifier(**mlp), y, {"sensitive_features": g}),
-        "dro": (DPDROClassifier(algorithm="double_spider", random_state=0), y, {}),
+        "dro": (DPDROClassifier(random_state=0, solver_options={"algorithm": "double_spider"}),
+                y, {}),
         "bilevel": (DPBilevelLogisticRegression(random_state=0), y, {}),
         "regressor_mlp": (DPSGDRegressor(**mlp), X[:, 0] - X[:, 1] + y, {}),
     }

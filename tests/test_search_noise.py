@@ -272,7 +272,8 @@ def test_search_warns_iff_its_choice_is_within_noise(data):
 def test_search_does_not_warn_when_the_choice_is_clear(data):
     X, y, _ = data
     # a learning rate of 1e-4 without momentum barely moves in 2 epochs
-    search = PrivateGridSearchCV(_clf(), {"learning_rate": [1e-4, 1.0], "momentum": [0.0]},
+    search = PrivateGridSearchCV(_clf(), {"learning_rate": [1e-4, 1.0],
+                                          "solver_options": [{"momentum": 0.0}]},
                                  epsilon=8.0, validation_fraction=0.5, random_state=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

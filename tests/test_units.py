@@ -426,17 +426,18 @@ def test_more_estimators_singleton_units_spend_like_records(Estimator):
 
 
 @pytest.mark.parametrize("settings_", [
-    {"algorithm": "double_spider"},
-    {"algorithm": "recursive_spider", "divergence": "kl"},
-    {"algorithm": "dp_sgd", "formulation": "constrained", "divergence": "kl"},
-    {"anchor_batch_size": "full", "algorithm": "double_spider"},
+    {"solver_options": {"algorithm": "double_spider"}},
+    {"solver_options": {"algorithm": "recursive_spider"}, "divergence": "kl"},
+    {"solver_options": {"algorithm": "dp_sgd"}, "rho": 0.5, "divergence": "kl"},
+    {"solver_options": {"anchor_batch_size": "full", "algorithm": "double_spider"}},
 ], ids=["double", "recursive", "dual_sgd_constrained", "full_anchors"])
 def test_dro_algorithms_with_units(settings_):
     X, y, units = _data()
     est = DPDROClassifier(max_records_per_unit=3, **settings_, **FAST).fit(X, y, unit_ids=units)
     assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
     assert est.epsilon_ <= 1.0 and est.n_units_ == 60
-    if est.anchor_sampling_rate_ is not None and settings_.get("anchor_batch_size") == "full":
+    full = settings_["solver_options"].get("anchor_batch_size") == "full"
+    if est.anchor_sampling_rate_ is not None and full:
         assert est.anchor_sampling_rate_ == 1.0 and est.anchor_batch_size_ == 60
 
 
@@ -444,8 +445,8 @@ def test_dro_algorithms_with_units(settings_):
 def test_raco_denominators_with_units(denominator):
     X, y, units = _data()
     s = (X[:, 1] > 0).astype(int)
-    est = DPRateConstrainedClassifier(denominator=denominator, max_records_per_unit=2,
-                                      **FAST).fit(X, y, sensitive_features=s, unit_ids=units)
+    est = DPRateConstrainedClassifier(max_records_per_unit=2, **FAST,
+                                      solver_options={"denominator": denominator}).fit(X, y, sensitive_features=s, unit_ids=units)
     assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
     assert est.privacy_report_.privacy_unit.startswith("unit")
     if denominator == "expected":

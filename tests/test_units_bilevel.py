@@ -225,8 +225,8 @@ def test_epsilon_from_event_and_report_names_the_unit(Estimator, solver, monkeyp
     X, y, units = _data()
     captured = _Captured(monkeypatch, Estimator)
     est = Estimator(epsilon=2.0, max_records_per_unit=4, inner_solver=solver,
-                    outer_noise="paper", **FAST).fit(X, _target(Estimator, X, y),
-                                                      unit_ids=units)
+                    solver_options={"outer_noise": "paper"}, **FAST).fit(
+        X, _target(Estimator, X, y), unit_ids=units)
     assert est.epsilon_ == pytest.approx(compute_epsilon(est.dp_event_, est.delta_, "pld"))
     assert est.epsilon_ <= 2.0
     assert est.n_units_ == 60

@@ -225,7 +225,7 @@ def test_epsilon_from_events_and_the_report_names_the_unit(n_silos):
     assert "one unit (max_records_per_unit=4) with all its records" in (
         clf.privacy_report_.summary())
     # "auto" samples units: the expected batches count units
-    np.testing.assert_allclose(clf.batch_sizes_, clf.sampling_rates_ * clf.silo_sizes_)
+    np.testing.assert_allclose(clf.batch_size_, clf.sampling_rate_ * clf.silo_sizes_)
     assert clf.max_records_per_unit == 4
     assert DPFERMIClassifier().max_records_per_unit == MAX_RECORDS_PER_UNIT
 
@@ -240,7 +240,7 @@ def test_singleton_units_spend_like_records(n_silos):
                                       unit_ids=np.arange(len(y)))
     assert a.epsilon_ == b.epsilon_ and np.array_equal(a.silo_epsilons_, b.silo_epsilons_)
     assert a.silo_dp_events_ == b.silo_dp_events_
-    assert np.array_equal(a.sampling_rates_, b.sampling_rates_)
+    assert np.array_equal(a.sampling_rate_, b.sampling_rate_)
     assert np.array_equal(a.silo_sizes_, b.silo_sizes_) and b.n_units_ == len(y)
     for ra, rb in zip(a.silo_privacy_reports_, b.silo_privacy_reports_):
         assert ra.noise == rb.noise
@@ -275,10 +275,11 @@ def test_units_learn_and_per_silo_passes_agree(batched):
     X, y, g, units, silos = _data(n=3000, n_units=600)
     kw = {"lam": 0.5, "epsilon": 8.0, "max_steps": 150, "random_state": 3,
           "max_records_per_unit": 4}
-    clf = DPFERMIClassifier(engine_options={"batched": batched}, **kw).fit(
+    clf = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": batched}}).fit(
         X, y, sensitive_features=g, silo_ids=silos, unit_ids=units)
     assert clf.score(X, y) > 0.7
-    other = DPFERMIClassifier(engine_options={"batched": not batched}, **kw).fit(
+    other = DPFERMIClassifier(**kw,
+                              solver_options={"engine_options": {"batched": not batched}}).fit(
         X, y, sensitive_features=g, silo_ids=silos, unit_ids=units)
     np.testing.assert_allclose(clf.coef_, other.coef_, rtol=1e-4, atol=1e-5)
     assert clf.epsilon_ == other.epsilon_
@@ -332,7 +333,7 @@ def test_remote_silos_with_units_give_the_in_process_fit():
     never leave it, nor does its record count)."""
     X, y, g, units, silos = _data()
     kw = {"max_records_per_unit": 3, **FAST}
-    local = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+    local = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
         X, y, sensitive_features=g, silo_ids=silos, unit_ids=units)
     transport = DirectTransport(_silos(X, y, g, units, silos))
     assert all("n_records" not in h and h["protocol"] == PROTOCOL for h in transport.hellos)
@@ -408,9 +409,9 @@ def _settings_of(transport):
 def test_flower_simulation_with_units():
     X, y, g, units, silos = _data(n=900, n_units=120, n_silos=2)
     kw = {"lam": 1.0, "max_steps": 4, "random_state": 0, "max_records_per_unit": 3}
-    local = DPFERMIClassifier(engine_options={"batched": False}, **kw).fit(
+    local = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
         X, y, sensitive_features=g, silo_ids=silos, unit_ids=units)
-    flower = DPFERMIClassifier(engine="flower-simulation", **kw).fit(
+    flower = DPFERMIClassifier(**kw, solver_options={"engine": "flower-simulation"}).fit(
         X, y, sensitive_features=g, silo_ids=silos, unit_ids=units)
     np.testing.assert_allclose(flower.coef_, local.coef_, rtol=1e-6, atol=1e-7)
     assert flower.epsilon_ == local.epsilon_ and flower.n_units_ == local.n_units_ == 120

@@ -85,11 +85,12 @@ def test_continuation_starts_from_the_previous_parameters(estimator):
         # one outer iteration of one noisy SGD step, the model of that step
         tiny = {"n_outer_iter": 1, "inner_steps": 1, "refit_share": 0.0, "epsilon": 50.0}
     elif isinstance(estimator, (DPDROClassifier, DPDRORegressor)):
-        tiny = {"max_steps": 1, "learning_rate": 1e-6, "step_norm_cap": 1e-6}
+        tiny = {"max_steps": 1, "learning_rate": 1e-6,
+                "solver_options": {"step_norm_cap": 1e-6}}
     else:
         tiny = {"max_steps": 1, "learning_rate": 1e-6}
     if isinstance(estimator, DPFERMIClassifier):
-        tiny["w_learning_rate"] = 0.0
+        tiny["solver_options"] = {"w_learning_rate": 0.0}
     if "calibration" in warm.get_params():
         tiny["calibration"] = None  # the calibration would rescale the model
     warm.set_params(**tiny)

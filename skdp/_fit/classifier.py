@@ -52,6 +52,8 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         "calibration": [StrOptions({"auto"}), None],
     }
 
+    _fit_only_column_params = ("sensitive_columns", "unit_column")
+
     #: The one-off releases of a private classifier's fit: the class counts of
     #: ``class_weight="balanced"`` (before training), the Platt calibration
     #: of a binary model's scores and the check of the returned model.

@@ -28,8 +28,8 @@ class PrivateFitMixin(DocLinkMixin):
     """
 
     #: Fit options a step without them gets (see :meth:`_fit_option`).
-    _option_defaults = {"secure_rng": False, "noise_multiplier": None, "device": "cpu",
-                        "verbose": 0}
+    _option_defaults = {"secure_rng": False, "noise_multiplier": None, "sample_rate": None,
+                        "device": "cpu", "verbose": 0}
 
     def _fit_option(self, name):
         """The value of the fit option ``name``: a constructor parameter or a
@@ -113,6 +113,7 @@ class PrivateFitMixin(DocLinkMixin):
         ``delta`` overrides the report's delta (a step whose fit adds a
         stability delta outside its event)."""
         self.privacy_report_ = report
+        self.privacy_unit_ = report.privacy_unit
         self.epsilon_ = report.epsilon
         self.delta_ = report.delta if delta is None else float(delta)
         self.dp_event_ = report.dp_event

@@ -16,14 +16,19 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import (
+    Interval,
+    StrOptions,
+    validate_parameter_constraints,
+)
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._training import training_threads
 from ..debug import report_fit_times
 from ..models import make_backend, make_mlp
-from ..privacy import ACCOUNTANTS, NEIGHBORING, bound_units, current_communicator
+from ..privacy import bound_units, current_communicator
 from .columns import column_list, without_fit_only_columns
+from .options import BASE_SOLVER_OPTIONS
 from .private_fit import PrivateFitMixin
 from .rows import module_outputs, to_training_rows, validated_X_y
 from .units import unit_codes
@@ -68,32 +73,59 @@ class BaseDPEstimator(WarmStartMixin, RecordWeightsMixin, PrivateFitMixin, BaseE
     #: this order.
     _fit_releases = ()
 
-    #: Fit options an estimator without them gets (see :meth:`_fit_option`).
-    _option_defaults = {**PrivateFitMixin._option_defaults, "sample_rate": None}
+    #: The solver options (keys of ``solver_options``) this estimator
+    #: accepts: name -> :class:`~skdp._fit.options.SolverOption` (default,
+    #: constraints, documentation). Subclasses extend it.
+    _solver_option_specs = BASE_SOLVER_OPTIONS
 
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="neither"), None],
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "max_grad_norm": [Interval(Real, 0, None, closed="right")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "sample_rate": [Interval(Real, 0, 1, closed="right"), None],
         "max_epochs": [Interval(Real, 0, None, closed="neither")],
         "max_steps": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "optimizer": [StrOptions({"sgd", "adam"})],
-        "momentum": [Interval(Real, 0, 1, closed="left")],
-        "noise_multiplier": [Interval(Real, 0, None, closed="neither"), None],
-        "accountant": [StrOptions(set(ACCOUNTANTS))],
-        "neighboring": [StrOptions(set(NEIGHBORING))],
         "hidden_layer_sizes": [tuple, list],
         "module": [callable, None],
         "random_state": ["random_state"],
-        "secure_rng": ["boolean"],
         "device": [str, torch.device],
         "verbose": ["verbose"],
         "max_sample_weight": [Interval(Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
+        "solver_options": [dict, None],
     }
+
+    # ------------------------------------------------------ solver options
+    def _validate_params(self):
+        """scikit-learn's check of the constructor parameters, then of the
+        keys and values of ``solver_options`` (:attr:`_solver_option_specs`)."""
+        super()._validate_params()
+        options = self.solver_options or {}
+        specs = self._solver_option_specs
+        unknown = sorted(set(options) - set(specs))
+        if unknown:
+            raise ValueError(
+                f"solver_options has unknown key(s) {unknown}; {type(self).__name__} accepts "
+                f"{sorted(specs)} (see its docstring, Parameters: solver_options)."
+            )
+        validate_parameter_constraints(
+            {name: specs[name].constraints for name in options}, dict(options),
+            caller_name=f"{type(self).__name__} solver_options",
+        )
+
+    def _option(self, name):
+        """The solver option ``name``: ``solver_options[name]`` when given,
+        else the estimator's default (:attr:`_solver_option_specs`)."""
+        options = self.solver_options or {}
+        return options[name] if name in options else self._solver_option_specs[name].default
+
+    def _fit_option(self, name):
+        """A fit option of the privacy side: a solver option, or a
+        constructor parameter (``device``, ``verbose``)."""
+        if name in self._solver_option_specs:
+            return self._option(name)
+        return super()._fit_option(name)
 
     # ------------------------------------------------------------------ fit
     @staticmethod
@@ -142,10 +174,10 @@ class BaseDPEstimator(WarmStartMixin, RecordWeightsMixin, PrivateFitMixin, BaseE
         # relative slack so that sample_rate=1/n_samples passes despite rounding
         if sample_rate * n_samples < 1.0 - 1e-9:
             raise ValueError(
-                f"sample_rate={sample_rate:g} gives an expected batch of "
+                f"solver_options['sample_rate']={sample_rate:g} gives an expected batch of "
                 f"{sample_rate * n_samples:.3g} records on {n_samples} training samples, less "
-                f"than one; use sample_rate >= 1/n_samples = {1.0 / n_samples:.3g} (a few "
-                "percent is typical for DP-SGD), or sample_rate=None and batch_size."
+                f"than one; use a sample_rate >= 1/n_samples = {1.0 / n_samples:.3g} (a few "
+                "percent is typical for DP-SGD), or leave it out and set batch_size."
             )
         return float(sample_rate)
 
@@ -423,12 +455,15 @@ class BaseDPEstimator(WarmStartMixin, RecordWeightsMixin, PrivateFitMixin, BaseE
         X = self._without_fit_only_columns(X)
         return validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
 
+    #: The parameters that name columns of ``X`` which ``fit`` reads and the
+    #: model does not use (classifiers add ``sensitive_columns``).
+    _fit_only_column_params = ("unit_column",)
+
     def _fit_only_columns(self):
-        """Columns of ``X`` that ``fit`` reads and the model does not use
-        (``sensitive_columns``, ``unit_column``; DP-FERMI adds
-        ``silo_column``)."""
-        return (column_list(getattr(self, "sensitive_columns", None))
-                + column_list(getattr(self, "unit_column", None)))
+        """Columns of ``X`` that ``fit`` reads and the model does not use (the
+        values of the parameters :attr:`_fit_only_column_params`)."""
+        return [column for name in self._fit_only_column_params
+                for column in column_list(getattr(self, name))]
 
     def _without_fit_only_columns(self, X):
         """``X`` for prediction, with or without the fit-only columns

@@ -29,6 +29,7 @@ from sklearn.utils._metadata_requests import UNUSED
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._fit.classifier import BaseDPClassifier
+from .._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from .._fit.columns import split_fit_only_columns
 from .._fit.regressor import BaseDPRegressor
 from .._fit.state import FitState
@@ -68,6 +69,40 @@ _MAX_MULTIPLIER = 1e3
 
 #: The tuners' fitted attributes computed from their noisy releases.
 _BILEVEL_RELEASED = frozenset({"history_", "omega_", "omega_path_", "t_out_"})
+
+
+#: The bilevel tuners' solver options.
+_BILEVEL_OPTIONS = {
+    **{key: value for key, value in BASE_SOLVER_OPTIONS.items()
+       if key in ("accountant", "neighboring")},
+    "omega_bounds": SolverOption(
+        (1e-06, 100.0), [tuple, list], 'tuple (low, high)',
+        'The outer step projects omega onto these bounds; ``low > 0`` keeps every '
+        'l2-penalised inner problem strongly convex.'),
+    "l1_smoothing": SolverOption(
+        0.01, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Smoothing width ``mu > 0`` of ``"smoothed_l1"`` (public; in units of the '
+        'coefficients). Ignored for ``"l2"``.'),
+    "penalty": SolverOption(
+        'auto', [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})], 'float or "auto"',
+        'lambda of the penalty method: the second model of each iteration minimises '
+        '``train loss + validation loss / penalty + omega R``. The hypergradient '
+        '``penalty * (R(theta_lambda) - R(theta))`` has a bias of order ``1 / penalty`` '
+        'and amplifies the inner solvers\' noise by ``penalty``. ``"auto"``: 10 for '
+        'private fits, 1000 with ``epsilon=None`` (exact solves, no noise to amplify).'),
+    "outer_lr": SolverOption(
+        'auto', [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})], 'float or "auto"',
+        'Step size of the outer update (in ``log omega``). ``"auto"`` is the AdaGrad-norm '
+        'step ``1 / sqrt(sum of squared hypergradients)``: the first step changes omega '
+        "by a factor e, later ones shrink (a library choice; the paper's step size has "
+        'unknown constants).'),
+    "outer_noise": SolverOption(
+        'none', [StrOptions({"none", "paper"})], '{"none", "paper"}',
+        '``"none"``: the outer update is post-processing of the two released models (its '
+        'gradient with respect to omega does not touch the data), so it gets no noise. '
+        '``"paper"``: add the paper\'s Gaussian noise to each hypergradient, accounted as '
+        'T more releases (for reproduction).'),
+}
 
 
 @dataclass
@@ -152,34 +187,29 @@ class _DPBilevelMixin:
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "omega_init": [Interval(Real, 0, None, closed="neither")],
-        "omega_bounds": [tuple, list],
         "regularizer": [StrOptions(set(REGULARIZERS))],
-        "l1_smoothing": [Interval(Real, 0, None, closed="neither")],
-        "penalty": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "outer_lr": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "n_outer_iter": [Interval(Integral, 1, None, closed="left")],
-        "outer_noise": [StrOptions({"none", "paper"})],
         "refit_share": [Interval(Real, 0, 1, closed="left")],
         "inner_solver": [StrOptions(set(SOLVERS))],
         "inner_steps": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "max_grad_norm": [Interval(Real, 0, None, closed="neither")],
-        "accountant": [StrOptions(set(ACCOUNTANTS))],
-        "neighboring": [StrOptions(set(NEIGHBORING))],
         "random_state": ["random_state"],
         "device": [str, torch.device],
         "verbose": ["verbose"],
         "max_sample_weight": [Interval(Real, 0, None, closed="neither")],
         "warm_start": ["boolean"],
+        "solver_options": [dict, None],
         **UNIT_CONSTRAINTS,
     }
 
-    # the estimator shell's parameters that the shared base reads
+    _solver_option_specs = _BILEVEL_OPTIONS
+
+    #: The inner DP-SGD solves' expected batch: the base's ``"auto"`` rule
+    #: (not a parameter of the tuners).
     batch_size = "auto"
-    noise_multiplier = None
-    secure_rng = False
 
     def _check_tuner_params(self):
-        bounds = self.omega_bounds
+        bounds = self._option("omega_bounds")
         if (len(bounds) != 2 or not all(isinstance(b, Real) for b in bounds)
                 or not 0 < bounds[0] < bounds[1] < np.inf):
             raise ValueError(
@@ -204,7 +234,7 @@ class _DPBilevelMixin:
         if self.regularizer == "l2":
             return Regularizer("l2")
         l2 = _LOC_GD_L2 if self.inner_solver == "dp_loc_gd" else 0.0
-        return Regularizer("smoothed_l1", float(self.l1_smoothing), l2)
+        return Regularizer("smoothed_l1", float(self._option("l1_smoothing")), l2)
 
     def _split(self, n, validation_mask, generator, units=None):
         """Boolean validation mask of the records: the routed one, or a coin
@@ -323,7 +353,7 @@ class _DPBilevelMixin:
                 [Release("refit", sensitivity=self.max_grad_norm)], steps=refit.steps,
                 sampling_rate=refit.sampling_rate, noise_ratio=ratio, name="refit",
             ))
-        if self.outer_noise == "paper":
+        if self._option("outer_noise") == "paper":
             # equal privacy for the outer step and each inner solve (the
             # paper's thirds), approximately, through the noise ratio
             s = settings["train"]
@@ -336,7 +366,8 @@ class _DPBilevelMixin:
             ))
         extra = ({} if units is None else
                  {"n_records": units.n_units, "privacy_unit": units.description})
-        return ReleasePlan(batches, neighboring=self.neighboring, accountant=self.accountant,
+        return ReleasePlan(batches, neighboring=self._option("neighboring"),
+                           accountant=self._option("accountant"),
                            **extra)
 
     def _outer_sensitivity(self, n_train):
@@ -349,8 +380,8 @@ class _DPBilevelMixin:
     def _penalty(self):
         """lambda: ``penalty``, or with ``"auto"`` 1000 for exact
         (non-private) solves and 10 for private ones."""
-        if self.penalty != "auto":
-            return float(self.penalty)
+        if self._option("penalty") != "auto":
+            return float(self._option("penalty"))
         return 1e3 if self.epsilon is None else 10.0
 
     def _check_budget(self, n, units=None):
@@ -447,12 +478,12 @@ class _DPBilevelMixin:
         mixed_solver = InnerSolver(mixed, state.settings["mixed"], generator, exact, reg)
         noise = {name: report.multiplier(name) for name in ("train", "mixed")}
         outer_std = 0.0
-        if self.outer_noise == "paper" and not exact:
+        if self._option("outer_noise") == "paper" and not exact:
             outer_std = report.scale("hypergradient")
             noise["hypergradient"] = report.multiplier("hypergradient")
         config = OuterConfig(
             n_iter=self.n_outer_iter, penalty=self._penalty(), omega_init=self.omega_init,
-            omega_bounds=tuple(self.omega_bounds), outer_lr=self.outer_lr,
+            omega_bounds=tuple(self._option("omega_bounds")), outer_lr=self._option("outer_lr"),
             outer_noise_std=outer_std, verbose=self.verbose, regularizer=reg,
         )
         theta0 = torch.zeros((state.n_outputs, rows.shape[1] + 1), dtype=torch.float64,
@@ -482,7 +513,9 @@ class _DPBilevelMixin:
 
     def _store_fitted(self, report, result, state):
         _, history, noise = result
-        self.noise_multipliers_ = noise
+        self.noise_multiplier_ = noise["train"]
+        self.n_steps_ = report.steps[0]
+        self.sampling_rate_ = report.sampling_rates[0]
         self.t_out_ = state.t_out
         self.omega_ = state.omega
         self.omega_path_ = history["omega"]
@@ -514,9 +547,6 @@ _PARAMS_DOC = """
     omega_init : float, default=1e-2
         Starting regularisation strength (of ``omega R(coef)`` on the mean
         loss, features as given: standardise them first).
-    omega_bounds : tuple (low, high), default=(1e-6, 1e2)
-        The outer step projects omega onto these bounds; ``low > 0`` keeps
-        every l2-penalised inner problem strongly convex.
     regularizer : {"l2", "smoothed_l1"}, default="l2"
         The penalty ``R`` (the intercept is never penalised). ``"l2"``:
         ``R = ||coef||^2 / 2``. ``"smoothed_l1"``: ``R = sum_j (sqrt(coef_j^2
@@ -527,28 +557,8 @@ _PARAMS_DOC = """
         sizes and radii need a strongly convex penalty; privacy does not
         depend on it); ``"output_perturbation"`` needs ``"l2"`` (its noise
         relies on the penalty's strong convexity) and raises otherwise.
-    l1_smoothing : float, default=0.01
-        Smoothing width ``mu > 0`` of ``"smoothed_l1"`` (public; in units of
-        the coefficients). Ignored for ``"l2"``.
-    penalty : float or "auto", default="auto"
-        lambda of the penalty method: the second model of each iteration
-        minimises ``train loss + validation loss / penalty + omega R``. The
-        hypergradient ``penalty * (R(theta_lambda) - R(theta))`` has a bias
-        of order ``1 / penalty`` and amplifies the inner solvers' noise by
-        ``penalty``. ``"auto"``: 10 for private fits, 1000 with
-        ``epsilon=None`` (exact solves, no noise to amplify).
-    outer_lr : float or "auto", default="auto"
-        Step size of the outer update (in ``log omega``). ``"auto"`` is the
-        AdaGrad-norm step ``1 / sqrt(sum of squared hypergradients)``: the
-        first step changes omega by a factor e, later ones shrink (a library
-        choice; the paper's step size has unknown constants).
     n_outer_iter : int, default=8
         Outer iterations T; the fit runs 2 T private inner solves.
-    outer_noise : {"none", "paper"}, default="none"
-        ``"none"``: the outer update is post-processing of the two released
-        models (its gradient with respect to omega does not touch the data),
-        so it gets no noise. ``"paper"``: add the paper's Gaussian noise to
-        each hypergradient, accounted as T more releases (for reproduction).
     inner_solver : {"dp_sgd", "dp_loc_gd", "output_perturbation"}, default="dp_sgd"
         ``"dp_sgd"``: the DP-SGD engine (Poisson batches, clipping, penalty
         added after the noise, iterate averaging). ``"dp_loc_gd"``: the
@@ -628,8 +638,12 @@ _PARAMS_DOC = """
         holds the unit ids, for use with metadata routing off; it is removed
         from the features, and ``predict`` accepts ``X`` with or without it.
         ``fit(unit_ids=...)`` takes precedence.
-    accountant : {"pld", "rdp"}, default="pld"
-    neighboring : {"add_remove", "replace"}, default="add_remove"
+    solver_options : dict or None, default=None
+        Settings of the solver that one default serves (the keys below; a key
+        left out keeps its default; an unknown key or a bad value is an error
+        at ``fit``):
+
+        {solver_options}
     random_state : int, RandomState instance or None, default=None
         Seeds the split's coins and the noise, for reproducible experiments;
         ``None`` draws both from the OS CSPRNG.
@@ -653,9 +667,15 @@ _ATTRS_DOC = """
         Every inner solve (and refit, target scale, noisy hypergradient)
         composed.
     privacy_report_ : skdp.privacy.PrivacyReport
-    noise_multipliers_ : dict
-        Noise over sensitivity of the ``"train"`` and ``"mixed"`` solves
-        (and ``"refit"``, ``"hypergradient"``).
+    noise_multiplier_ : float or None
+        Noise over sensitivity of the ``"train"`` solves' steps (None without
+        privacy); the ``"mixed"`` solves, the refit and a noisy
+        hypergradient have theirs in ``privacy_report_``
+        (``privacy_report_.multiplier(name)``).
+    n_steps_ : int
+        Steps of the ``"train"`` solves, all iterations together.
+    sampling_rate_ : float
+        Sampling rate of the ``"train"`` solves' steps.
     history_ : dict
         Private quantities per iteration: ``"omega"``, ``"hypergradient"``,
         ``"R_train"``, ``"R_mixed"`` (``R`` of the chosen ``regularizer``).
@@ -668,12 +688,14 @@ _ATTRS_DOC = """
         Number of privacy units with ``unit_ids`` (public, like the number of
         records of a record-level fit), else None.
     n_iter_ : int
+        Outer iterations (``n_outer_iter``).
     class_weight_ : ndarray of shape (n_classes,) or None
         (:class:`DPBilevelLogisticRegression`.) The class weights applied
         (``class_weight`` over its largest, times ``max_sample_weight``).
 """
 
 
+@document_solver_options
 class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
     __doc__ = """Ridge regression whose penalty is tuned privately, without a grid.
 
@@ -724,29 +746,21 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
     }
 
     def __init__(self, *, epsilon=1.0, delta=1e-5, validation_fraction=0.2, omega_init=1e-2,
-                 omega_bounds=(1e-6, 1e2), regularizer="l2", l1_smoothing=0.01, penalty="auto",
-                 outer_lr="auto", n_outer_iter=8,
-                 outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
-                 max_grad_norm=1.0, accountant="pld", neighboring="add_remove", y_bounds=None,
-                 random_state=None, device="cpu", verbose=0, max_sample_weight=1.0,
-                 warm_start=False, max_records_per_unit=MAX_RECORDS_PER_UNIT, unit_column=None):
+                 regularizer="l2", n_outer_iter=8, refit_share=0.5, inner_solver="dp_sgd",
+                 inner_steps="auto", max_grad_norm=1.0, y_bounds=None, random_state=None,
+                 device="cpu", verbose=0, max_sample_weight=1.0, warm_start=False,
+                 max_records_per_unit=MAX_RECORDS_PER_UNIT, unit_column=None,
+                 solver_options=None):
         self.epsilon = epsilon
         self.delta = delta
         self.validation_fraction = validation_fraction
         self.omega_init = omega_init
-        self.omega_bounds = omega_bounds
         self.regularizer = regularizer
-        self.l1_smoothing = l1_smoothing
-        self.penalty = penalty
-        self.outer_lr = outer_lr
         self.n_outer_iter = n_outer_iter
-        self.outer_noise = outer_noise
         self.refit_share = refit_share
         self.inner_solver = inner_solver
         self.inner_steps = inner_steps
         self.max_grad_norm = max_grad_norm
-        self.accountant = accountant
-        self.neighboring = neighboring
         self.y_bounds = y_bounds
         self.random_state = random_state
         self.device = device
@@ -755,6 +769,7 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
         self.warm_start = warm_start
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
+        self.solver_options = solver_options
 
     # routing on: a validation mask and the unit ids are routed by default
     __metadata_request__fit: ClassVar[dict] = {"validation_mask": True, "unit_ids": True}
@@ -809,6 +824,7 @@ class DPBilevelRidge(_DPBilevelMixin, BaseDPRegressor):
                           sample_weight=sample_weight, previous=previous)
 
 
+@document_solver_options
 class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     __doc__ = """Logistic regression whose penalty is tuned privately, without a grid.
 
@@ -860,31 +876,21 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
     }
 
     def __init__(self, *, epsilon=1.0, delta=1e-5, validation_fraction=0.2, omega_init=1e-2,
-                 omega_bounds=(1e-6, 1e2), regularizer="l2", l1_smoothing=0.01, penalty="auto",
-                 outer_lr="auto", n_outer_iter=8,
-                 outer_noise="none", refit_share=0.5, inner_solver="dp_sgd", inner_steps="auto",
-                 max_grad_norm=1.0, accountant="pld", neighboring="add_remove",
-                 random_state=None, device="cpu", verbose=0, class_weight=None,
-                 max_sample_weight=1.0, warm_start=False,
+                 regularizer="l2", n_outer_iter=8, refit_share=0.5, inner_solver="dp_sgd",
+                 inner_steps="auto", max_grad_norm=1.0, random_state=None, device="cpu",
+                 verbose=0, class_weight=None, max_sample_weight=1.0, warm_start=False,
                  calibration="auto", max_records_per_unit=MAX_RECORDS_PER_UNIT,
-                 unit_column=None):
+                 unit_column=None, solver_options=None):
         self.epsilon = epsilon
         self.delta = delta
         self.validation_fraction = validation_fraction
         self.omega_init = omega_init
-        self.omega_bounds = omega_bounds
         self.regularizer = regularizer
-        self.l1_smoothing = l1_smoothing
-        self.penalty = penalty
-        self.outer_lr = outer_lr
         self.n_outer_iter = n_outer_iter
-        self.outer_noise = outer_noise
         self.refit_share = refit_share
         self.inner_solver = inner_solver
         self.inner_steps = inner_steps
         self.max_grad_norm = max_grad_norm
-        self.accountant = accountant
-        self.neighboring = neighboring
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -894,6 +900,7 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         self.calibration = calibration
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
+        self.solver_options = solver_options
 
     def fit(self, X, y, *, validation_mask=None, sample_weight=None, unit_ids=None):
         """Tune omega and fit the private model at it.

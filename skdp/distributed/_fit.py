@@ -112,12 +112,14 @@ def _check_one_silo(estimator, fit_params):
             "ranks. Drop silo_ids, or train several silos with a federated engine "
             "(skdp.federated) or in one process."
         )
-    engine = getattr(estimator, "engine", "inprocess")
+    options = getattr(estimator, "solver_options", None) or {}
+    engine = options.get("engine", "inprocess")
     if engine != "inprocess":
         raise ValueError(
-            f"engine={engine!r} is not supported in data-parallel fits: the ranks exchange "
-            f"the sums themselves; set engine='inprocess' on {name}, or train the silos "
-            "with the federated engine without fit_data_parallel."
+            f"solver_options['engine']={engine!r} is not supported in data-parallel fits: the "
+            f"ranks exchange the sums themselves; leave 'engine' out of {name}'s "
+            "solver_options, or train the silos with the federated engine without "
+            "fit_data_parallel."
         )
 
 

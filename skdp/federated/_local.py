@@ -321,8 +321,11 @@ class LocalFederation:
         self.runs += 1
         run_dir = self.workdir / f"run{self.runs}"
         output = run_dir / "model.pkl"
-        params = {k: v for k, v in estimator.get_params(deep=False).items()
-                  if k not in ("engine", "engine_options")}
+        params = estimator.get_params(deep=False)
+        # the deployment is the engine: the silos' app gets the other options
+        options = {k: v for k, v in (params.get("solver_options") or {}).items()
+                   if k not in ("engine", "engine_options")}
+        params["solver_options"] = options or None
         for key in ("module",):
             if params.get(key) is not None:
                 raise ValueError(f"a Flower deployment cannot ship {key}=...; use "

@@ -3,9 +3,10 @@
 from numbers import Real
 
 import torch
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._fit.classifier import BaseDPClassifier
+from .._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from .._fit.state import FitState
 from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from .._training import DPSGDConfig, train_dpsgd
@@ -21,6 +22,17 @@ class _DPSGDMixin:
 
     #: Trained by :func:`skdp.distributed.fit_data_parallel`.
     _data_parallel = True
+
+    #: DP-SGD's solver options: the base's and the optimizer's.
+    _dpsgd_options = {
+        **BASE_SOLVER_OPTIONS,
+        "optimizer": SolverOption(
+            "sgd", [StrOptions({"sgd", "adam"})], '{"sgd", "adam"}',
+            "Optimizer applied to the privatised gradient (post-processing)."),
+        "momentum": SolverOption(
+            0.0, [Interval(Real, 0, 1, closed="left")], "float in [0, 1)",
+            'Momentum of ``"sgd"``.'),
+    }
 
     _dpsgd_constraints = {
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -62,9 +74,10 @@ class _DPSGDMixin:
     def _train(self, backend, targets, report, generator, state):
         config = DPSGDConfig(
             n_steps=report.steps[0], sampling_rate=state.q, max_grad_norm=self.max_grad_norm,
-            noise_multiplier=report.multiplier("gradient"), optimizer=self.optimizer,
-            learning_rate=self.learning_rate, momentum=self.momentum, verbose=self.verbose,
-            alpha=self.alpha, head=state.head, averaging=getattr(self, "averaging", 0.0),
+            noise_multiplier=report.multiplier("gradient"),
+            optimizer=self._option("optimizer"), learning_rate=self.learning_rate,
+            momentum=self._option("momentum"), verbose=self.verbose, alpha=self.alpha,
+            head=state.head, averaging=self._option("averaging"),
         )
         return train_dpsgd(backend, targets, config, generator, units=state.units)
 
@@ -88,10 +101,12 @@ class _DPSGDMixin:
                 [Release("gradient", sensitivity=self.max_grad_norm)],
                 steps=steps, sampling_rate=sampling_rate,
             ),
-            neighboring=self.neighboring, accountant=self.accountant, **extra,
+            neighboring=self._option("neighboring"), accountant=self._option("accountant"),
+            **extra,
         )
 
 
+@document_solver_options
 class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
     """Logistic regression or MLP trained with differentially private SGD.
 
@@ -130,13 +145,6 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         ``min(n_samples // 4, max(64, round(12 * sqrt(n_samples))))``: about
         2000 for 30,000 records, and never more than a quarter of a small
         data set. Ignored when ``sample_rate`` is given.
-    sample_rate : float in (0, 1] or None, default=None
-        Poisson sampling rate q: each record joins each batch with
-        probability q, for an expected batch of ``q * n_samples`` records
-        (which must be at least 1). When not None it takes precedence over
-        ``batch_size``, which is then ignored. Useful to keep the privacy
-        cost of a step fixed when the data size changes (e.g. across
-        cross-validation folds).
     max_epochs : float, default=10
         Training length in expected passes over the data; the step count is
         ``round(max_epochs / q)`` with q the sampling rate.
@@ -144,15 +152,6 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         Step count; overrides ``max_epochs`` when given.
     learning_rate : float, default=0.5
         Step size applied to the noisy mean gradient.
-    optimizer : {"sgd", "adam"}, default="sgd"
-        Optimizer applied to the privatised gradient (post-processing).
-    momentum : float, default=0.0
-        Momentum of ``"sgd"``.
-    averaging : float in [0, 1), default=0.5
-        Fraction of the final steps whose iterates are averaged into the
-        returned model (post-processing: it averages released iterates, so
-        it costs no privacy). Averaging cancels much of the noise of the
-        last steps; 0 returns the last iterate.
     alpha : float, default=0.0
         Strength of the L2 penalty ``alpha / 2 * ||W||^2`` on the weights
         (not the intercepts) added to the mean loss. It does not depend on the
@@ -160,15 +159,6 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         is neither clipped nor noised. For a binary linear model it equals
         ``LogisticRegression(C=2 / (n_samples * alpha))`` (the two-logit
         softmax puts half of ``coef_`` on each logit).
-    noise_multiplier : float or None, default=None
-        Gaussian noise standard deviation divided by ``max_grad_norm``.
-        ``None`` calibrates it so that the requested steps spend the budget;
-        a number fixes it and training stops at the largest step count the
-        budget affords.
-    accountant : {"pld", "rdp"}, default="pld"
-        dp-accounting accountant used for calibration and ``epsilon_``.
-    neighboring : {"add_remove", "replace"}, default="add_remove"
-        Neighbouring relation; ``"replace"`` doubles the sensitivity.
     hidden_layer_sizes : tuple of int, default=()
         Hidden layers of an MLP; empty gives (multinomial) logistic regression,
         trained through a closed-form per-sample-gradient path.
@@ -224,6 +214,12 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         events, and ``epsilon_`` and ``privacy_report_`` the accountant's for
         it. Composition assumes the worst case, that both fits saw the same
         records. The optimizer (momentum, averaging) starts afresh.
+    solver_options : dict or None, default=None
+        Settings of the solver that one default serves (the keys below; a key
+        left out keeps its default; an unknown key or a bad value is an error
+        at ``fit``):
+
+        {solver_options}
     random_state : int, RandomState instance or None, default=None
         ``None`` (the default, and the setting for deployment): Poisson
         sampling and noise come from the operating system's cryptographically
@@ -235,19 +231,6 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         knows the seed (it is stored in ``get_params()`` and in pickles) can
         regenerate the noise and subtract it, so do not publish a model
         trained with a known seed as private.
-    secure_rng : bool, default=False
-        With ``random_state`` set, still draw all privacy randomness (Poisson
-        sampling and noise) from the operating system's cryptographically
-        secure generator (``os.urandom``, via
-        :class:`skdp.privacy.SecureGenerator`); the seed then only
-        initialises the model. (With ``random_state=None`` this is always
-        the case.) This protects against an attacker who could
-        predict or reconstruct the seeded generator's output and subtract the
-        noise. It does not protect against attacks on the floating-point
-        representation of the noise (Mironov, 2012): the noise is still
-        computed and added in floating point, and the low-order bits of such
-        sums can leak information that the mathematical guarantee assumes
-        hidden. See :ref:`privacy`.
     device : str, default="cpu"
         Torch device for training.
     verbose : int, default=0
@@ -324,7 +307,8 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
     Sampling each record with probability 5 % instead of a fixed expected
     batch, with noise from the operating system's secure generator:
 
-    >>> clf = DPSGDClassifier(sample_rate=0.05, secure_rng=True).fit(X, y)
+    >>> clf = DPSGDClassifier(solver_options={"sample_rate": 0.05, "secure_rng": True})
+    >>> clf = clf.fit(X, y)
     >>> clf.sampling_rate_, clf.batch_size_
     (0.05, 100)
     """
@@ -334,10 +318,18 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
     #: credit, for calibrated probabilities at epsilon >= 1).
     _auto_batch_factor = 12
 
+    _solver_option_specs = {
+        **_DPSGDMixin._dpsgd_options,
+        "averaging": SolverOption(
+            0.5, [Interval(Real, 0, 1, closed="left")], "float in [0, 1)",
+            "Fraction of the final steps whose iterates are averaged into the returned "
+            "model (post-processing of released iterates: no privacy cost); averaging "
+            "cancels much of the noise of the last steps, 0 returns the last iterate."),
+    }
+
     _parameter_constraints = {
         **BaseDPClassifier._parameter_constraints,
         **_DPSGDMixin._dpsgd_constraints,
-        "averaging": [Interval(Real, 0, 1, closed="left")],
     }
 
     def __init__(
@@ -347,23 +339,15 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         delta=1e-5,
         max_grad_norm=4.0,
         batch_size="auto",
-        sample_rate=None,
         max_epochs=10,
         max_steps=None,
         learning_rate=0.5,
-        optimizer="sgd",
-        momentum=0.0,
-        averaging=0.5,
         alpha=0.0,
-        noise_multiplier=None,
-        accountant="pld",
-        neighboring="add_remove",
         hidden_layer_sizes=(),
         module=None,
         sensitive_columns=None,
         sensitive_groups=None,
         random_state=None,
-        secure_rng=False,
         device="cpu",
         verbose=0,
         class_weight=None,
@@ -372,28 +356,21 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         calibration="auto",
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
+        solver_options=None,
     ):
         self.epsilon = epsilon
         self.delta = delta
         self.max_grad_norm = max_grad_norm
         self.batch_size = batch_size
-        self.sample_rate = sample_rate
         self.max_epochs = max_epochs
         self.max_steps = max_steps
         self.learning_rate = learning_rate
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.averaging = averaging
         self.alpha = alpha
-        self.noise_multiplier = noise_multiplier
-        self.accountant = accountant
-        self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
         self.module = module
         self.sensitive_columns = sensitive_columns
         self.sensitive_groups = sensitive_groups
         self.random_state = random_state
-        self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
         self.class_weight = class_weight
@@ -402,6 +379,7 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         self.calibration = calibration
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
+        self.solver_options = solver_options
 
     def fit(self, X, y, *, sensitive_features=None, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget.

@@ -1,14 +1,19 @@
 """DP-SGD regressor: least squares (or an MLP) trained with DP-SGD."""
 
+from numbers import Real
+
 import torch
+from sklearn.utils._param_validation import Interval
 
 from .._fit.columns import split_fit_only_columns
+from .._fit.options import SolverOption, document_solver_options
 from .._fit.regressor import BaseDPRegressor
 from .._fit.units import MAX_RECORDS_PER_UNIT
 from ..models import SquaredLossHead
 from ._dpsgd import _DPSGDMixin
 
 
+@document_solver_options
 class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
     """Linear regression or MLP trained with differentially private SGD.
 
@@ -59,29 +64,17 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         Expected Poisson batch size; ``"auto"`` uses
         ``min(n_samples // 4, max(64, round(6 * sqrt(n_samples))))``.
         Ignored when ``sample_rate`` is given.
-    sample_rate : float in (0, 1] or None, default=None
-        Poisson sampling rate; takes precedence over ``batch_size``.
     max_epochs : float, default=20
         Training length in expected passes over the data.
     max_steps : int or None, default=None
         Step count; overrides ``max_epochs``.
     learning_rate : float, default=0.05
         Step size applied to the noisy mean gradient (of the scaled targets).
-    optimizer : {"sgd", "adam"}, default="sgd"
-    momentum : float, default=0.0
-        Momentum of ``"sgd"``. Off by default: on the squared loss it mostly
-        accumulates noise (measured on held-out splits of synthetic data and
-        diabetes).
     alpha : float, default=0.0
         Strength of the L2 penalty ``alpha / 2 * ||coef||^2`` (intercept not
         penalised), added after the noise (post-processing; it does not
         depend on the data). With noise and clipping off this is
         ``sklearn.linear_model.Ridge(alpha=n_samples * alpha)``.
-    noise_multiplier : float or None, default=None
-        Fixed noise multiplier; training then stops at the largest step
-        count the budget affords. ``None`` calibrates it.
-    accountant : {"pld", "rdp"}, default="pld"
-    neighboring : {"add_remove", "replace"}, default="add_remove"
     hidden_layer_sizes : tuple of int, default=()
         Hidden layers of an MLP; empty gives linear regression (closed-form
         per-sample gradients).
@@ -112,14 +105,17 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         ``y_bounds=None`` the new fit releases its own target scale: a linear
         model is converted to it exactly, a module continues in its outputs'
         old units (give ``y_bounds`` to keep them equal).
+    solver_options : dict or None, default=None
+        Settings of the solver that one default serves (the keys below; a key
+        left out keeps its default; an unknown key or a bad value is an error
+        at ``fit``):
+
+        {solver_options}
     random_state : int, RandomState instance or None, default=None
         ``None``: sampling and noise from the operating system's secure
         generator (the setting for deployment). An int seeds a torch
         generator for reproducible experiments; anyone who knows the seed
         can regenerate the noise.
-    secure_rng : bool, default=False
-        With ``random_state`` set, still draw sampling and noise from the
-        secure generator (the seed then only initialises the model).
     device : str, default="cpu"
     verbose : int, default=0
     max_records_per_unit : int, default=16
@@ -190,6 +186,15 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
     500.0
     """
 
+    _solver_option_specs = {
+        **_DPSGDMixin._dpsgd_options,
+        "averaging": SolverOption(
+            0.0, [Interval(Real, 0, 1, closed="left")], "float in [0, 1)",
+            "Fraction of the final steps whose iterates are averaged into the returned "
+            "model (post-processing of released iterates: no privacy cost); 0 returns the "
+            "last iterate."),
+    }
+
     _parameter_constraints = {
         **BaseDPRegressor._parameter_constraints,
         **_DPSGDMixin._dpsgd_constraints,
@@ -202,53 +207,41 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         delta=1e-5,
         max_grad_norm=1.0,
         batch_size="auto",
-        sample_rate=None,
         max_epochs=20,
         max_steps=None,
         learning_rate=0.05,
-        optimizer="sgd",
-        momentum=0.0,
         alpha=0.0,
-        noise_multiplier=None,
-        accountant="pld",
-        neighboring="add_remove",
         hidden_layer_sizes=(),
         module=None,
         y_bounds=None,
         random_state=None,
-        secure_rng=False,
         device="cpu",
         verbose=0,
         max_sample_weight=1.0,
         warm_start=False,
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
+        solver_options=None,
     ):
         self.epsilon = epsilon
         self.delta = delta
         self.max_grad_norm = max_grad_norm
         self.batch_size = batch_size
-        self.sample_rate = sample_rate
         self.max_epochs = max_epochs
         self.max_steps = max_steps
         self.learning_rate = learning_rate
-        self.optimizer = optimizer
-        self.momentum = momentum
         self.alpha = alpha
-        self.noise_multiplier = noise_multiplier
-        self.accountant = accountant
-        self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
         self.module = module
         self.y_bounds = y_bounds
         self.random_state = random_state
-        self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
+        self.solver_options = solver_options
 
     #: ``unit_ids`` is requested by default with metadata routing on.
     __metadata_request__fit = {"unit_ids": True}

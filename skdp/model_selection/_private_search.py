@@ -174,6 +174,18 @@ def _seed_steps(estimator, seed):
         estimator.set_params(**{path: int(s) for path, s in zip(paths, seeds)})
 
 
+def _refuse_diagnostic(step, setting, in_grid, fix):
+    """The ValueError of a step set (``setting``) to keep exact, non-private
+    diagnostics of its training data."""
+    source = "the grid sets it" if in_grid else "the estimator sets it"
+    raise ValueError(
+        f"{setting} ({source}) makes {type(step).__name__} keep exact, non-private "
+        "diagnostics of the training data in the fitted model, which the search would "
+        f"release beyond its epsilon_. {fix} in a private search; look at the diagnostics "
+        "in a fit of its own that is not released."
+    )
+
+
 def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params):
     """Clone, seed every step from ``seed``, give the private steps their
     budget, fit; return the fitted candidate and the epsilons it was
@@ -539,24 +551,22 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     def _check_diagnostics(fits, candidates):
         """Refuse steps set to store exact, non-private diagnostics of the
         training data (the parameters a step's class lists in
-        ``__skdp_non_private_params__``): the search would release them."""
+        ``__skdp_non_private_params__``, the solver options in
+        ``__skdp_non_private_options__``): the search would release them."""
         for fit, params in zip(fits, candidates):
             for path, step in leaf_steps(fit):
-                names = getattr(type(step), "__skdp_non_private_params__", ())
                 values = step.get_params(deep=False)
-                for name in names:
+                for name in getattr(type(step), "__skdp_non_private_params__", ()):
                     if values.get(name):
                         param = param_path(path, name)
-                        source = ("the grid sets it" if param in params
-                                  else "the estimator sets it")
-                        raise ValueError(
-                            f"{param}={values[name]!r} ({source}) makes "
-                            f"{type(step).__name__} keep exact, non-private diagnostics of "
-                            "the training data in the fitted model, which the search would "
-                            f"release beyond its epsilon_. Use {param}=False in a private "
-                            "search; look at the diagnostics in a fit of its own that is "
-                            "not released."
-                        )
+                        _refuse_diagnostic(step, f"{param}={values[name]!r}", param in params,
+                                           f"Use {param}=False")
+                for name in getattr(type(step), "__skdp_non_private_options__", ()):
+                    if step._option(name):
+                        param = param_path(path, "solver_options")
+                        _refuse_diagnostic(step, f"{param}[{name!r}]={step._option(name)!r}",
+                                           param in params,
+                                           f"Leave {name!r} out of {param}")
 
     def _stability_budget(self, fits, do_refit):
         """``(bounds, refit_bound, plan_delta)``: upper bounds on the

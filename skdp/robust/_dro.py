@@ -13,6 +13,7 @@ from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._fit.classifier import BaseDPClassifier
+from .._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from .._fit.columns import split_fit_only_columns
 from .._fit.regressor import BaseDPRegressor
 from .._fit.state import FitState
@@ -66,31 +67,102 @@ _SHARES = {
 #: Largest exponent a float64 exponential of the DRO weights may reach.
 _EXP_LIMIT = 700.0
 
+#: The release of each algorithm that carries the model's gradient in a
+#: (difference) step: its multiplier is ``noise_multiplier_``.
+_MODEL_RELEASE = {"double_spider": "x_diff", "recursive_spider": "v_diff", "dp_sgd": "x_grad"}
+
+#: The DRO estimators' solver options.
+_DRO_OPTIONS = {
+    **{key: value for key, value in BASE_SOLVER_OPTIONS.items()
+       if key not in ("sample_rate", "noise_multiplier")},
+    "alpha": SolverOption(
+        0.2, [Interval(Real, None, None, closed="neither")], 'float in (0, 1)',
+        'The level of ``divergence="kl_cvar"``: its largest weight ratio is ``1/alpha``.'),
+    "k": SolverOption(
+        2.0, [Interval(Real, None, None, closed="neither")], 'float > 1',
+        'The exponent of ``divergence="cressie_read"``.'),
+    "lam_min": SolverOption(
+        0.05, [Interval(Real, 0, None, closed="neither")], 'float > 0',
+        'Lower bound on the learned KL temperature (with ``rho``).'),
+    "lam_init": SolverOption(
+        1.0, [Interval(Real, 0, None, closed="neither")], 'float > 0',
+        'Initial temperature (with ``rho``).'),
+    "algorithm": SolverOption(
+        'auto', [StrOptions(set(ALGORITHMS))], '{"auto", "double_spider", "recursive_spider", "dp_sgd"}',
+        '``"auto"``: with at least 100,000 training records (classifier) or 10,000 '
+        '(regressor), recursive SPIDER for KL and double SPIDER otherwise; with fewer, '
+        '``"dp_sgd"`` (the SPIDER algorithms need many short steps; the sizes were chosen '
+        'on held-out data, see ``SPIDER_MIN_SAMPLES``). ``"dp_sgd"``: DP-SGD on the same '
+        'dual objective.'),
+    "dual_grad_norm": SolverOption(
+        1.0, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Per-sample clipping bound of the dual statistics (eta or lam).'),
+    "diff_clip": SolverOption(
+        4.0, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Per-sample bound of a difference is ``min(2 C, diff_clip * |step|)``, where '
+        '``|step|`` is the length of the last (released) move.'),
+    "anchor_batch_size": SolverOption(
+        'auto', [Interval(Integral, 1, None, closed="left"), StrOptions({"auto", "full"})], 'int, "auto" or "full"',
+        'Expected Poisson batch of the anchors: "auto" is 4 times ``batch_size`` (at most '
+        'half the data); "full" uses every record.'),
+    "epoch_size": SolverOption(
+        8, [Interval(Integral, 1, None, closed="left")], 'int',
+        'An anchor every ``epoch_size`` steps (q of the paper).'),
+    "dual_learning_rate": SolverOption(
+        0.5, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Step size of eta (or lam).'),
+    "momentum": SolverOption(
+        0.5, [Interval(Real, 0, 1, closed="left")], 'float in [0, 1)',
+        'Momentum of ``algorithm="dp_sgd"``. The classifier\'s default, with '
+        '``iterate="average"``, was chosen for calibrated probabilities on validation '
+        'splits of the training data (Adult and German credit at epsilon=1): heavier '
+        'momentum makes the noisy iterates overshoot and the probabilities over- '
+        'confident.'),
+    "step_norm_cap": SolverOption(
+        1.0, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Longest model step of the SPIDER algorithms (normalised steps).'),
+    "storm_beta": SolverOption(
+        0.0, [Interval(Real, 0, 1, closed="both")], 'float in [0, 1]',
+        "STORM weight of the recursive SPIDER's estimate of ``mean exp`` (0: a SPIDER "
+        'difference, 1: a fresh minibatch mean every step).'),
+    "loss_bound": SolverOption(
+        3.0, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Public cap B of the loss where it enters a weight; exponentials are taken as '
+        '``exp((min(loss, B) - B) / lam)`` or with ``eta`` in ``[0, B]``, so they cannot '
+        'overflow.'),
+    "max_weight": SolverOption(
+        10.0, [Interval(Real, 1, None, closed="left"), None], 'float >= 1 or None',
+        "Cap ``W`` on a record's worst-case weight ratio ``(psi*)'`` in the penalised "
+        'dual (double SPIDER, DP-SGD): the divergence becomes ``psi`` restricted to '
+        "ratios ``<= W``. Each record's model gradient is clipped to ``max_grad_norm`` "
+        '*then* weighted, so its sensitivity is ``W * max_grad_norm`` with ``W = '
+        "min((psi*)'(loss_bound / lam), max_weight)`` (``weight_bound_``); a smaller cap "
+        'means less noise and less robustness. None: no cap (KL then cannot be private).'),
+    "anchor_noise_ratio": SolverOption(
+        1.0, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Noise multiplier of the anchors relative to the differences.'),
+    "noise": SolverOption(
+        'calibrated', [StrOptions({"calibrated", "paper"})], '{"calibrated", "paper"}',
+        '``"paper"`` uses the paper\'s closed-form noise with constant ``paper_constant`` '
+        'and reports what the accountant certifies for it (with a warning): for '
+        'reproduction only.'),
+    "paper_constant": SolverOption(
+        1.0, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Constant of the paper\'s closed-form noise of ``"noise": "paper"``.'),
+    "iterate": SolverOption(
+        'average', [StrOptions({"last", "average"})], '{"last", "average"}',
+        'Return the last iterate or the average of the second half.'),
+    "init_model": SolverOption(
+        None, "no_validation", 'object or None',
+        'A model fitted on *public* data (with ``coef_`` and ``intercept_``) to start '
+        'from; never a model trained on the training data.'),
+}
+
 _DRO_CONSTRAINTS = {
     "divergence": [StrOptions(set(DIVERGENCES))],
-    "alpha": [Interval(Real, None, None, closed="neither")],
-    "k": [Interval(Real, None, None, closed="neither")],
-    "formulation": [StrOptions({"penalized", "constrained"})],
     "lam": [Interval(Real, 0, None, closed="neither")],
-    "rho": [Interval(Real, 0, None, closed="left")],
-    "lam_min": [Interval(Real, 0, None, closed="neither")],
-    "lam_init": [Interval(Real, 0, None, closed="neither")],
-    "loss_bound": [Interval(Real, 0, None, closed="neither")],
-    "max_weight": [Interval(Real, 1, None, closed="left"), None],
-    "algorithm": [StrOptions(set(ALGORITHMS))],
-    "anchor_batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto", "full"})],
-    "epoch_size": [Interval(Integral, 1, None, closed="left")],
-    "dual_grad_norm": [Interval(Real, 0, None, closed="neither")],
-    "diff_clip": [Interval(Real, 0, None, closed="neither")],
-    "dual_learning_rate": [Interval(Real, 0, None, closed="neither")],
-    "step_norm_cap": [Interval(Real, 0, None, closed="neither")],
-    "storm_beta": [Interval(Real, 0, 1, closed="both")],
-    "anchor_noise_ratio": [Interval(Real, 0, None, closed="neither")],
-    "noise": [StrOptions({"calibrated", "paper"})],
-    "paper_constant": [Interval(Real, 0, None, closed="neither")],
-    "iterate": [StrOptions({"last", "average"})],
+    "rho": [Interval(Real, 0, None, closed="left"), None],
     **UNIT_CONSTRAINTS,
-    "init_model": "no_validation",
 }
 
 
@@ -100,15 +172,11 @@ class DROFitState(FitState):
 
     Attributes
     ----------
-    algorithm : str or None
-        The algorithm run (``"auto"`` resolved).
     q_anchor, q_diff : float or None
         Sampling rates of the anchor and difference batches.
     n_anchor_batch, n_diff_batch : int or None
         Their expected sizes.
     steps : int or None
-    noise : dict or None
-        The noise scale of each release (None without privacy).
     weight_cap : float or None
         Cap on the worst-case weight ratio used in training.
     config : DROConfig or None
@@ -128,6 +196,12 @@ class DROFitState(FitState):
 class _DROMixin:
     """Fit machinery shared by the DRO classifier and regressor."""
 
+    @property
+    def _formulation(self):
+        """``"constrained"`` (a KL ball of radius ``rho``, the temperature
+        learned) when ``rho`` is given, else ``"penalized"`` (weight ``lam``)."""
+        return "penalized" if self.rho is None else "constrained"
+
     _loss = None
     #: Trained by :func:`skdp.distributed.fit_data_parallel`.
     _data_parallel = True
@@ -135,18 +209,19 @@ class _DROMixin:
     def _resolve_algorithm(self, n_samples):
         """``"auto"``: DP-SGD on the dual below ``SPIDER_MIN_SAMPLES`` records,
         else recursive SPIDER for KL and double SPIDER for the rest."""
-        algorithm = self.algorithm
+        algorithm = self._option("algorithm")
         if algorithm == "auto":
             kind = "classifier" if is_classifier(self) else "regressor"
             if n_samples < SPIDER_MIN_SAMPLES[kind]:
                 algorithm = "dp_sgd"
             else:
                 algorithm = "recursive_spider" if self.divergence == "kl" else "double_spider"
-        if self.formulation == "constrained":
+        if self._formulation == "constrained":
             if self.divergence != "kl":
                 raise ValueError(
-                    f"formulation='constrained' (a KL ball of radius rho) needs divergence='kl'; "
-                    f"got divergence={self.divergence!r}. Use formulation='penalized' with lam."
+                    f"rho={self.rho!r} asks for a KL ball of radius rho, which needs "
+                    f"divergence='kl'; got divergence={self.divergence!r}. Use rho=None (the "
+                    "penalized problem, weight lam)."
                 )
             if algorithm == "double_spider":
                 raise ValueError(
@@ -162,28 +237,28 @@ class _DROMixin:
         return algorithm
 
     def _check_exponent(self):
-        lam = self.lam_min if self.formulation == "constrained" else self.lam
-        if self._divergence.uses_exp and self.loss_bound / lam > _EXP_LIMIT:
-            name = "lam_min" if self.formulation == "constrained" else "lam"
+        lam = self._option("lam_min") if self._formulation == "constrained" else self.lam
+        if self._divergence.uses_exp and self._option("loss_bound") / lam > _EXP_LIMIT:
+            name = "lam_min" if self._formulation == "constrained" else "lam"
             raise ValueError(
-                f"loss_bound / {name} = {self.loss_bound:g} / {lam:g} = "
-                f"{self.loss_bound / lam:.3g} overflows the exponential scale of "
+                f"loss_bound / {name} = {self._option('loss_bound'):g} / {lam:g} = "
+                f"{self._option('loss_bound') / lam:.3g} overflows the exponential scale of "
                 f"divergence={self.divergence!r} (limit {_EXP_LIMIT:g}): the worst-case weights "
                 f"exp(loss / {name}) are not representable. Raise {name} or lower loss_bound."
             )
 
     def _resolve_anchor_batch(self, n, batch):
-        if self.anchor_batch_size == "full":
+        if self._option("anchor_batch_size") == "full":
             return n
-        if self.anchor_batch_size == "auto":
+        if self._option("anchor_batch_size") == "auto":
             # Poisson-subsampled (never the whole data) so anchors stay amplified
             return int(max(batch, min(n // 2, 4 * batch)))
-        if self.anchor_batch_size > n:
+        if self._option("anchor_batch_size") > n:
             raise ValueError(
-                f"anchor_batch_size={self.anchor_batch_size} is larger than the number of "
+                f"anchor_batch_size={self._option('anchor_batch_size')} is larger than the number of "
                 f"training samples ({n}); use 'full' or a smaller size."
             )
-        return int(self.anchor_batch_size)
+        return int(self._option("anchor_batch_size"))
 
     def _weight_cap(self, algorithm):
         """Cap on the weight ratio used in training (inf: none).
@@ -191,9 +266,9 @@ class _DROMixin:
         The penalised dual (double SPIDER, DP-SGD) caps ``(psi*)'`` at
         ``max_weight``; recursive SPIDER's shifted weights are at most 1
         and need no cap."""
-        if algorithm == "recursive_spider" or self.max_weight is None:
+        if algorithm == "recursive_spider" or self._option("max_weight") is None:
             return math.inf
-        return float(self.max_weight)
+        return float(self._option("max_weight"))
 
     def _weight_bound(self, algorithm):
         """Public bound ``W`` on the per-sample weights of the x statistic.
@@ -204,24 +279,26 @@ class _DROMixin:
         with DP-SGD: ``lam >= lam_min``). Recursive SPIDER: 1."""
         if algorithm == "recursive_spider":
             return 1.0
-        lam = self.lam_min if self.formulation == "constrained" else self.lam
-        div = make_divergence(self.divergence, alpha=self.alpha, k=self.k,
+        lam = self._option("lam_min") if self._formulation == "constrained" else self.lam
+        div = make_divergence(self.divergence, alpha=self._option("alpha"), k=self._option("k"),
                               max_ratio=self._weight_cap(algorithm))
-        bound = float(div.weight(torch.tensor(self.loss_bound / lam, dtype=torch.float64)))
+        bound = float(div.weight(torch.tensor(self._option("loss_bound") / lam,
+                                              dtype=torch.float64)))
         if self.epsilon is not None and not math.isfinite(bound):
             raise ValueError(
                 f"divergence={self.divergence!r} with loss_bound / lam = "
-                f"{self.loss_bound / lam:.3g} has unbounded worst-case weights, so one record's "
+                f"{self._option('loss_bound') / lam:.3g} has unbounded worst-case weights, so one record's "
                 "weighted gradient has no finite sensitivity; set max_weight (e.g. 10)."
             )
         return max(1.0, bound)
 
     def _plan_releases(self, algorithm, n, q_anchor, q_diff, steps, units=None):
-        anchor_names, diff_names = release_names(algorithm, self.formulation)
+        anchor_names, diff_names = release_names(algorithm, self._formulation)
         W = self._weight_bound(algorithm)
         # the x statistic is sum_i w_i clip(g_i, C) with w_i <= W: sensitivity W C
-        sens = {"x": W * self.max_grad_norm, "v": self.max_grad_norm, "eta": self.dual_grad_norm,
-                "u": self.dual_grad_norm, "dual": self.dual_grad_norm, "s": 1.0}
+        sens = {"x": W * self.max_grad_norm, "v": self.max_grad_norm,
+                "eta": self._option("dual_grad_norm"),
+                "u": self._option("dual_grad_norm"), "dual": self._option("dual_grad_norm"), "s": 1.0}
 
         def release(name, anchor):
             # difference bounds adapt to the iterates: their noise is the
@@ -233,11 +310,11 @@ class _DROMixin:
             batches = [BatchReleases([release(nm, True) for nm in diff_names], steps=steps,
                                      sampling_rate=q_diff, name="steps")]
         else:
-            n_anchor = -(-steps // self.epoch_size)
+            n_anchor = -(-steps // self._option("epoch_size"))
             batches = [
                 BatchReleases([release(nm, True) for nm in anchor_names], steps=n_anchor,
                               sampling_rate=q_anchor, name="anchors",
-                              noise_ratio=self.anchor_noise_ratio),
+                              noise_ratio=self._option("anchor_noise_ratio")),
                 BatchReleases([release(nm, False) for nm in diff_names], steps=steps - n_anchor,
                               sampling_rate=q_diff, name="differences"),
             ]
@@ -245,14 +322,15 @@ class _DROMixin:
         # moves each release as one record does); the rates are over units
         extra = ({} if units is None else
                  {"n_records": units.n_units, "privacy_unit": units.description})
-        return ReleasePlan(batches, neighboring=self.neighboring, accountant=self.accountant,
+        return ReleasePlan(batches, neighboring=self._option("neighboring"),
+                           accountant=self._option("accountant"),
                            **extra)
 
     def _paper_noise(self, plan, n, steps, n_anchor_batch, n_diff_batch):
         """The paper's closed-form noise (Thm 5 with both branches and the
         corrected sqrt(log(1/delta))/epsilon), as noise scales on the sums."""
-        base = self.paper_constant * math.sqrt(math.log(1.0 / self.delta)) / self.epsilon
-        q = self.epoch_size
+        base = self._option("paper_constant") * math.sqrt(math.log(1.0 / self.delta)) / self.epsilon
+        q = self._option("epoch_size")
         scales = {}
         for batch in plan.batches:
             anchor = batch.name == "anchors"
@@ -296,8 +374,8 @@ class _DROMixin:
         elif algorithm == "dp_sgd":
             steps = max(1, int(round(self.max_epochs / state.q_diff)))
         else:
-            per_step = (state.n_anchor_batch + (self.epoch_size - 1) * state.n_diff_batch) / (
-                self.epoch_size)
+            per_step = (state.n_anchor_batch + (self._option("epoch_size") - 1) * state.n_diff_batch) / (
+                self._option("epoch_size"))
             steps = max(1, int(round(self.max_epochs * n / per_step)))
         state.n, state.steps = n, steps
         return self._plan_releases(algorithm, n, state.q_anchor, state.q_diff, steps, state.units)
@@ -307,13 +385,13 @@ class _DROMixin:
         and the accountant's epsilon for it)."""
         if self.epsilon is None:
             return plan.non_private(self.delta)
-        if self.noise == "paper":
+        if self._option("noise") == "paper":
             report = plan.account(
                 self._paper_noise(plan, state.n, state.steps, state.n_anchor_batch, state.n_diff_batch),
                 self.delta)
             warnings.warn(
                 f"noise='paper' uses the paper's closed-form noise (constant "
-                f"c={self.paper_constant:g}), which is not calibrated to the budget: the "
+                f"c={self._option('paper_constant'):g}), which is not calibrated to the budget: the "
                 f"accountant certifies epsilon={report.epsilon:.4g} for epsilon={self.epsilon:g} "
                 "requested. Use it only to reproduce the paper.",
                 UserWarning,
@@ -343,19 +421,21 @@ class _DROMixin:
         state.weight_cap = self._weight_cap(algorithm)
         state.config = config = DROConfig(
             algorithm=algorithm, divergence=self._make_divergence(state.weight_cap),
-            formulation=self.formulation, weight_bound=self._weight_bound(algorithm),
-            lam=self.lam, rho=self.rho, lam_min=self.lam_min, loss_bound=self.loss_bound,
-            n_steps=state.steps, epoch_size=self.epoch_size, anchor_rate=state.q_anchor,
+            formulation=self._formulation, weight_bound=self._weight_bound(algorithm),
+            lam=self.lam, rho=0.0 if self.rho is None else self.rho,
+            lam_min=self._option("lam_min"), loss_bound=self._option("loss_bound"),
+            n_steps=state.steps, epoch_size=self._option("epoch_size"), anchor_rate=state.q_anchor,
             diff_rate=state.q_diff, max_grad_norm=self.max_grad_norm,
-            dual_grad_norm=self.dual_grad_norm, diff_clip=self.diff_clip,
-            learning_rate=self.learning_rate, dual_learning_rate=self.dual_learning_rate,
-            momentum=self.momentum, storm_beta=self.storm_beta,
-            step_norm_cap=self.step_norm_cap, noise=state.noise, iterate=self.iterate,
+            dual_grad_norm=self._option("dual_grad_norm"), diff_clip=self._option("diff_clip"),
+            learning_rate=self.learning_rate, dual_learning_rate=self._option("dual_learning_rate"),
+            momentum=self._option("momentum"), storm_beta=self._option("storm_beta"),
+            step_norm_cap=self._option("step_norm_cap"), noise=state.noise, iterate=self._option("iterate"),
             verbose=self.verbose, units=state.units,
         )
         if state.previous is None:  # warm_start takes precedence
             self._warm_start(backend, targets.shape[1])
-        lam_init = self.lam if self.formulation == "penalized" else max(self.lam_init, self.lam_min)
+        lam_init = self.lam if self._formulation == "penalized" else max(self._option("lam_init"),
+                                                                         self._option("lam_min"))
         if algorithm == "double_spider":
             eta, history = train_double_spider(backend, self._loss, targets, config, generator)
             return eta, self.lam, history
@@ -373,13 +453,14 @@ class _DROMixin:
         self.weight_bound_ = state.config.weight_bound
         self.eta_ = eta
         self.lam_ = float(lam)
-        self.n_iter_ = state.steps
+        self.n_steps_ = state.steps
+        self.noise_multiplier_ = (report.multiplier(_MODEL_RELEASE[state.algorithm])
+                                  if report.private else None)
         self.sampling_rate_ = state.q_diff
         self.anchor_sampling_rate_ = None if dp_sgd else state.q_anchor
         self.batch_size_ = state.n_diff_batch
         self.anchor_batch_size_ = None if dp_sgd else state.n_anchor_batch
         self.history_ = history
-        self.noise_multipliers_ = state.noise
         self.n_units_ = None if state.units is None else state.units.n_units
 
     def _check_anchor_noise(self, algorithm, report, n_anchor_batch):
@@ -398,12 +479,14 @@ class _DROMixin:
 
     def _warm_start(self, backend, n_outputs):
         """Initialise a linear model from a *public* warm start."""
-        if self.init_model is None:
+        if self._option("init_model") is None:
             return
         if not getattr(self, "_is_linear", False):
             raise ValueError("init_model is only supported for linear models.")
-        coef = np.atleast_2d(np.asarray(getattr(self.init_model, "coef_", None), dtype=float))
-        intercept = np.atleast_1d(np.asarray(getattr(self.init_model, "intercept_", 0.0),
+        coef = np.atleast_2d(np.asarray(getattr(self._option("init_model"), "coef_", None),
+                                        dtype=float))
+        intercept = np.atleast_1d(np.asarray(getattr(self._option("init_model"), "intercept_",
+                                                     0.0),
                                              dtype=float))
         if coef.shape[-1] != backend.weights.shape[1] - 1:
             raise ValueError(
@@ -429,9 +512,9 @@ class _DROMixin:
         cap = getattr(self, "max_weight_", math.inf)
         div = self._make_divergence(cap)
         lam = self.lam_
-        lt = torch.as_tensor(np.minimum(losses, self.loss_bound), dtype=torch.float64)
+        lt = torch.as_tensor(np.minimum(losses, self._option("loss_bound")), dtype=torch.float64)
         if (self.divergence == "kl" and not math.isfinite(cap)) or \
-                self.formulation == "constrained":
+                self._formulation == "constrained":
             m = float(lt.max())
             eta = m + lam * math.log(float(torch.exp((lt - m) / lam).mean()))
         else:
@@ -440,7 +523,7 @@ class _DROMixin:
             lo, hi = float(lt.min()), float(lt.max())
             eta = lo if excess(lo) <= 0 or hi == lo else brentq(excess, lo, hi, xtol=1e-12)
         value = lam * float(div.conjugate((lt - eta) / lam).mean()) + eta
-        if self.formulation == "constrained":
+        if self._formulation == "constrained":
             value += lam * self.rho
         return eta, value, lt
 
@@ -491,10 +574,10 @@ class _DROMixin:
 
     @property
     def _divergence(self):
-        return make_divergence(self.divergence, alpha=self.alpha, k=self.k)
+        return make_divergence(self.divergence, alpha=self._option("alpha"), k=self._option("k"))
 
     def _make_divergence(self, cap):
-        return make_divergence(self.divergence, alpha=self.alpha, k=self.k,
+        return make_divergence(self.divergence, alpha=self._option("alpha"), k=self._option("k"),
                                max_ratio=cap if cap is not None else math.inf)
 
 
@@ -503,33 +586,18 @@ _DOC_PARAMS = """
         psi-divergence of the uncertainty set. ``"chi2"`` is
         ``psi(t) = (t - 1)^2`` (conjugate ``-1 + (s + 2)_+^2 / 4``);
         ``"kl"`` is ``t log t - t + 1``; ``"kl_cvar"`` is KL restricted to
-        weight ratios ``<= 1/alpha``; ``"cressie_read"`` has exponent ``k``.
-    alpha : float in (0, 1), default=0.2
-        Largest weight ratio ``1/alpha`` of ``"kl_cvar"``.
-    k : float > 1, default=2.0
-        Exponent of ``"cressie_read"``.
-    formulation : {"penalized", "constrained"}, default="penalized"
-        ``"penalized"``: ``max_p E_p[loss] - lam D_psi(p, uniform)``;
-        ``"constrained"`` (KL only): a KL ball of radius ``rho``, with the
-        temperature ``lam_`` learned (``>= lam_min``).
+        weight ratios ``<= 1/alpha``; ``"cressie_read"`` has exponent ``k``
+        (``alpha`` and ``k`` are solver options).
     lam : float > 0, default=0.1 (classifier), 3.0 (regressor)
         Penalty weight: smaller values let the weights move further from
         uniform (more robust, less average accuracy). The defaults were
         chosen on validation splits of the training data (Adult, the
         rare-subpopulation task) over the grid ``(0.1, 0.3, 1)``.
-    rho : float >= 0, default=0.5
-        KL radius of ``formulation="constrained"``.
-    lam_min : float > 0, default=0.05
-        Lower bound on the learned KL temperature (constrained).
-    lam_init : float > 0, default=1.0
-        Initial temperature (constrained).
-    algorithm : {"auto", "double_spider", "recursive_spider", "dp_sgd"}, default="auto"
-        ``"auto"``: with at least 100,000 training records (classifier) or
-        10,000 (regressor), recursive SPIDER for KL and double SPIDER
-        otherwise; with fewer, ``"dp_sgd"`` (the SPIDER algorithms need many
-        short steps; the sizes were chosen on held-out data, see
-        ``SPIDER_MIN_SAMPLES``). ``"dp_sgd"``: DP-SGD on the same dual
-        objective.
+    rho : float >= 0 or None, default=None
+        None: the penalized problem ``max_p E_p[loss] - lam D_psi(p,
+        uniform)``. A radius: the constrained one, a KL ball of radius
+        ``rho`` (``divergence="kl"`` only), with the temperature ``lam_``
+        learned (at least the solver option ``lam_min``).
     epsilon : float or None, default=1.0
         Privacy budget; ``None`` trains without noise, for reference: the
         per-sample gradients are still clipped (``max_grad_norm=np.inf``
@@ -544,18 +612,8 @@ _DOC_PARAMS = """
         each clipped gradient is then multiplied by its weight, so one
         record's sensitivity is ``weight_bound_ * C``. Chosen on validation
         splits of the training data.
-    dual_grad_norm : float, default=1.0
-        Per-sample clipping bound of the dual statistics (eta or lam).
-    diff_clip : float, default=4.0
-        Per-sample bound of a difference is ``min(2 C, diff_clip * |step|)``,
-        where ``|step|`` is the length of the last (released) move.
     batch_size : int or "auto", default="auto"
         Expected Poisson batch of the difference (and DP-SGD) steps.
-    anchor_batch_size : int, "auto" or "full", default="auto"
-        Expected Poisson batch of the anchors: "auto" is 4 times
-        ``batch_size`` (at most half the data); "full" uses every record.
-    epoch_size : int, default=8
-        An anchor every ``epoch_size`` steps (q of the paper).
     max_epochs : float, default=10
         Passes over the data (records read by anchors and differences).
     max_steps : int or None, default=None
@@ -563,43 +621,6 @@ _DOC_PARAMS = """
     learning_rate : float, default=0.5
         Step size of the model (capped so a step moves at most
         ``step_norm_cap``); with ``"dp_sgd"``, the SGD learning rate.
-    dual_learning_rate : float, default=0.5
-        Step size of eta (or lam).
-    momentum : float, default=0.5 (classifier), 0.9 (regressor)
-        Momentum of ``algorithm="dp_sgd"``. The classifier's default, with
-        ``iterate="average"``, was chosen for calibrated probabilities on
-        validation splits of the training data (Adult and German credit at
-        epsilon=1): heavier momentum makes the noisy iterates overshoot and
-        the probabilities over-confident.
-    step_norm_cap : float, default=1.0
-        Longest model step of the SPIDER algorithms (normalised steps).
-    storm_beta : float in [0, 1], default=0.0
-        STORM weight of the recursive SPIDER's estimate of ``mean exp``
-        (0: a SPIDER difference, 1: a fresh minibatch mean every step).
-    loss_bound : float, default=3.0
-        Public cap B of the loss where it enters a weight; exponentials are
-        taken as ``exp((min(loss, B) - B) / lam)`` or with ``eta`` in
-        ``[0, B]``, so they cannot overflow.
-    max_weight : float >= 1 or None, default=10.0
-        Cap ``W`` on a record's worst-case weight ratio ``(psi*)'`` in the
-        penalised dual (double SPIDER, DP-SGD): the divergence becomes
-        ``psi`` restricted to ratios ``<= W``. Each record's model gradient
-        is clipped to ``max_grad_norm`` *then* weighted, so its sensitivity
-        is ``W * max_grad_norm`` with ``W = min((psi*)'(loss_bound / lam),
-        max_weight)`` (``weight_bound_``); a smaller cap means less noise and
-        less robustness. None: no cap (KL then cannot be private).
-    anchor_noise_ratio : float, default=1.0
-        Noise multiplier of the anchors relative to the differences.
-    noise : {"calibrated", "paper"}, default="calibrated"
-        ``"paper"`` uses the paper's closed-form noise with constant
-        ``paper_constant`` and reports what the accountant certifies for it
-        (with a warning): for reproduction only.
-    paper_constant : float, default=1.0
-    iterate : {"last", "average"}, default="average" (classifier), "last" (regressor)
-        Return the last iterate or the average of the second half.
-    init_model : object or None, default=None
-        A model fitted on *public* data (with ``coef_`` and ``intercept_``)
-        to start from; never a model trained on the training data.
     class_weight : dict, "balanced" or None, default=None (classifier only)
         Class weights, multiplied with ``sample_weight``. Only their ratios
         matter: they are divided by the largest, so the most heavily weighted
@@ -625,7 +646,7 @@ _DOC_PARAMS = """
         x statistic of a record is ``a_i w_i clip(grad l_i, C)`` (``a_i = w /
         max_sample_weight``) and every clipped dual statistic is multiplied by
         ``a_i``; sums are still divided by the public expected batch sizes, so
-        with ``formulation="constrained"`` weights well below the bound make
+        with a radius ``rho`` (the constrained form) weights well below the bound make
         the radius ``rho`` act on the unnormalised weighted measure
         (effectively a larger ball). See :ref:`privacy-sample-weights`.
     calibration : {"auto"} or None, default="auto" (classifier)
@@ -646,15 +667,18 @@ _DOC_PARAMS = """
         worst case, that both fits saw the same records. Only the model
         carries over: the dual variables (``eta``, ``lam``) and the SPIDER
         estimates start afresh. It takes precedence over ``init_model``.
-    accountant : {"pld", "rdp"}, default="pld"
-    neighboring : {"add_remove", "replace"}, default="add_remove"
     hidden_layer_sizes : tuple of int, default=()
     module : callable or None, default=None
         ``module(n_features, n_outputs) -> torch.nn.Module``.
     sensitive_columns, sensitive_groups : default=None
         Accepted for pipeline compatibility; DRO uses no group labels.
+    solver_options : dict or None, default=None
+        Settings of the solver that one default serves (the keys below; a key
+        left out keeps its default; an unknown key or a bad value is an error
+        at ``fit``):
+
+        {solver_options}
     random_state : int, RandomState instance or None, default=None
-    secure_rng : bool, default=False
     device : str, default="cpu"
     verbose : int, default=0
     max_records_per_unit : int, default=16
@@ -677,6 +701,7 @@ _DOC_PARAMS = """
 """
 
 
+@document_solver_options
 class DPDROClassifier(_DROMixin, BaseDPClassifier):
     __doc__ = """Differentially private distributionally robust classifier.
 
@@ -710,9 +735,13 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
     algorithm_ : str
     epsilon_, delta_, dp_event_, privacy_report_, accountant_
         The accountant's guarantee for the composed event.
-    noise_multipliers_ : dict or None
-        Noise multiplier of every release.
-    n_iter_ : int
+    n_steps_ : int
+    noise_multiplier_ : float or None
+        Noise standard deviation over the sensitivity of the model-gradient
+        release of a (difference) step: ``"x_diff"`` (double SPIDER),
+        ``"v_diff"`` (recursive SPIDER) or ``"x_grad"`` (DP-SGD); None
+        without privacy. Every release's multiplier is in
+        ``privacy_report_`` (``privacy_report_.multiplier(name)``).
     n_units_ : int or None
         Number of privacy units with ``unit_ids`` (public); None without
         them. With units, ``sampling_rate_`` and ``batch_size_`` (and the
@@ -737,6 +766,8 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
     """
 
     _released_attributes = BaseDPClassifier._released_attributes | {"eta_", "history_"}
+    _solver_option_specs = _DRO_OPTIONS
+
     _parameter_constraints = {**BaseDPClassifier._parameter_constraints, **_DRO_CONSTRAINTS}
     _loss = CrossEntropyLoss()
 
@@ -744,44 +775,20 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         self,
         *,
         divergence="chi2",
-        alpha=0.2,
-        k=2.0,
-        formulation="penalized",
         lam=0.1,
-        rho=0.5,
-        lam_min=0.05,
-        lam_init=1.0,
-        algorithm="auto",
+        rho=None,
         epsilon=1.0,
         delta=1e-5,
         max_grad_norm=1.0,
-        dual_grad_norm=1.0,
-        diff_clip=4.0,
         batch_size="auto",
-        anchor_batch_size="auto",
-        epoch_size=8,
         max_epochs=10,
         max_steps=None,
         learning_rate=0.5,
-        dual_learning_rate=0.5,
-        momentum=0.5,
-        step_norm_cap=1.0,
-        storm_beta=0.0,
-        loss_bound=3.0,
-        max_weight=10.0,
-        anchor_noise_ratio=1.0,
-        noise="calibrated",
-        paper_constant=1.0,
-        iterate="average",
-        init_model=None,
-        accountant="pld",
-        neighboring="add_remove",
         hidden_layer_sizes=(),
         module=None,
         sensitive_columns=None,
         sensitive_groups=None,
         random_state=None,
-        secure_rng=False,
         device="cpu",
         verbose=0,
         class_weight=None,
@@ -790,46 +797,23 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         calibration="auto",
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
+        solver_options=None,
     ):
         self.divergence = divergence
-        self.alpha = alpha
-        self.k = k
-        self.formulation = formulation
         self.lam = lam
         self.rho = rho
-        self.lam_min = lam_min
-        self.lam_init = lam_init
-        self.algorithm = algorithm
         self.epsilon = epsilon
         self.delta = delta
         self.max_grad_norm = max_grad_norm
-        self.dual_grad_norm = dual_grad_norm
-        self.diff_clip = diff_clip
         self.batch_size = batch_size
-        self.anchor_batch_size = anchor_batch_size
-        self.epoch_size = epoch_size
         self.max_epochs = max_epochs
         self.max_steps = max_steps
         self.learning_rate = learning_rate
-        self.dual_learning_rate = dual_learning_rate
-        self.momentum = momentum
-        self.step_norm_cap = step_norm_cap
-        self.storm_beta = storm_beta
-        self.loss_bound = loss_bound
-        self.max_weight = max_weight
-        self.anchor_noise_ratio = anchor_noise_ratio
-        self.noise = noise
-        self.paper_constant = paper_constant
-        self.iterate = iterate
-        self.init_model = init_model
-        self.accountant = accountant
-        self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
         self.module = module
         self.sensitive_columns = sensitive_columns
         self.sensitive_groups = sensitive_groups
         self.random_state = random_state
-        self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
         self.class_weight = class_weight
@@ -838,6 +822,7 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         self.calibration = calibration
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
+        self.solver_options = solver_options
 
     def fit(self, X, y, *, sensitive_features=None, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget.
@@ -896,6 +881,7 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         return -np.log(np.clip(proba[np.arange(len(y)), index], 1e-300, None))
 
 
+@document_solver_options
 class DPDRORegressor(_DROMixin, BaseDPRegressor):
     __doc__ = """Differentially private distributionally robust linear (or MLP) regressor.
 
@@ -919,7 +905,7 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
     intercept_ : float
     y_offset_, y_scale_ : float
         Target scaling used in training.
-    eta_, lam_, algorithm_, n_iter_, n_units_, history_, noise_multipliers_
+    eta_, lam_, algorithm_, n_steps_, n_units_, history_, noise_multiplier_
         As in :class:`DPDROClassifier`.
     epsilon_, delta_, dp_event_, privacy_report_, accountant_
 
@@ -934,6 +920,16 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
     """
 
     _released_attributes = BaseDPRegressor._released_attributes | {"eta_", "history_"}
+    _solver_option_specs = {
+        **_DRO_OPTIONS,
+        "momentum": SolverOption(
+            0.9, [Interval(Real, 0, 1, closed="left")], "float in [0, 1)",
+            'Momentum of ``algorithm="dp_sgd"``.'),
+        "iterate": SolverOption(
+            "last", [StrOptions({"last", "average"})], '{"last", "average"}',
+            "Return the last iterate or the average of the second half."),
+    }
+
     _parameter_constraints = {**BaseDPRegressor._parameter_constraints, **_DRO_CONSTRAINTS}
     _loss = SquaredLoss()
 
@@ -944,94 +940,48 @@ class DPDRORegressor(_DROMixin, BaseDPRegressor):
         self,
         *,
         divergence="chi2",
-        alpha=0.2,
-        k=2.0,
-        formulation="penalized",
         lam=3.0,
-        rho=0.5,
-        lam_min=0.05,
-        lam_init=1.0,
-        algorithm="auto",
+        rho=None,
         epsilon=1.0,
         delta=1e-5,
         max_grad_norm=5.0,
-        dual_grad_norm=1.0,
-        diff_clip=4.0,
         batch_size="auto",
-        anchor_batch_size="auto",
-        epoch_size=8,
         max_epochs=10,
         max_steps=None,
         learning_rate=0.5,
-        dual_learning_rate=0.5,
-        momentum=0.9,
-        step_norm_cap=1.0,
-        storm_beta=0.0,
-        loss_bound=3.0,
-        max_weight=10.0,
-        anchor_noise_ratio=1.0,
-        noise="calibrated",
-        paper_constant=1.0,
-        iterate="last",
-        init_model=None,
-        accountant="pld",
-        neighboring="add_remove",
         hidden_layer_sizes=(),
         module=None,
         y_bounds=None,
         random_state=None,
-        secure_rng=False,
         device="cpu",
         verbose=0,
         max_sample_weight=1.0,
         warm_start=False,
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
+        solver_options=None,
     ):
         self.divergence = divergence
-        self.alpha = alpha
-        self.k = k
-        self.formulation = formulation
         self.lam = lam
         self.rho = rho
-        self.lam_min = lam_min
-        self.lam_init = lam_init
-        self.algorithm = algorithm
         self.epsilon = epsilon
         self.delta = delta
         self.max_grad_norm = max_grad_norm
-        self.dual_grad_norm = dual_grad_norm
-        self.diff_clip = diff_clip
         self.batch_size = batch_size
-        self.anchor_batch_size = anchor_batch_size
-        self.epoch_size = epoch_size
         self.max_epochs = max_epochs
         self.max_steps = max_steps
         self.learning_rate = learning_rate
-        self.dual_learning_rate = dual_learning_rate
-        self.momentum = momentum
-        self.step_norm_cap = step_norm_cap
-        self.storm_beta = storm_beta
-        self.loss_bound = loss_bound
-        self.max_weight = max_weight
-        self.anchor_noise_ratio = anchor_noise_ratio
-        self.noise = noise
-        self.paper_constant = paper_constant
-        self.iterate = iterate
-        self.init_model = init_model
-        self.accountant = accountant
-        self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
         self.module = module
         self.y_bounds = y_bounds
         self.random_state = random_state
-        self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
+        self.solver_options = solver_options
 
     def fit(self, X, y, *, sample_weight=None, unit_ids=None):
         """Train under the (epsilon, delta) budget.

@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..._fit.classifier import BaseDPClassifier
+from ..._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from ..._fit.columns import split_sensitive_columns
 from ..._fit.releases import ModelCheck, is_balanced
 from ..._fit.state import FitState
@@ -38,6 +39,7 @@ def _silo_rows(X, start, stop, order):
     return X[order[start:stop]]
 
 
+@document_solver_options
 class DPFERMIClassifier(BaseDPClassifier):
     """Fair classifier trained privately from one or several data silos.
 
@@ -112,48 +114,16 @@ class DPFERMIClassifier(BaseDPClassifier):
         (replace them all; features and labels public), since a person's
         group is usually the same in all their records. Every sensitivity
         holds per unit as it does per record: a unit's factors sum to 1.
-    noise_calibration : {"accountant", "paper"}, default="accountant"
-        ``"accountant"``: noise calibrated by dp-accounting so that every
-        silo meets the budget. ``"paper"``: the closed form of the paper's
-        Theorem 3.3 for the model and W-gradient noise (reproduction only;
-        a warning says so). ``epsilon_`` is always the accountant's value for
-        the noise that ran, and may exceed ``epsilon`` in ``"paper"`` mode.
-    group_priors : "private", array-like or dict, default="private"
-        Group frequencies ``P(s)`` (``P(s | y)`` for equalized odds and
-        equal opportunity) that enter ERMI and the W-gradient bound.
-        ``"private"`` estimates them from noisy per-silo group counts
-        released before training with 2 % of the budget (accounted). Public
-        priors: for demographic parity and equal opportunity an array of
-        shape (n_groups,) in ``groups_`` order or a dict ``{group: p}``; for
-        equalized odds an array of shape (n_classes, n_groups) (rows in
-        ``classes_`` order, each summing to 1) or a dict ``{class: {group:
-        p}}``. With ``epsilon=None``, ``"private"`` uses the exact
-        frequencies.
     max_grad_norm : float, default=4.0
         Clipping bound C of each record's model gradient (of ``loss + lam *
         psi``; of the loss and the psi parts separately with
         ``privacy_unit="sensitive_attribute"``).
-    min_group_share : float in [0, 0.5), default=0.02
-        With ``group_priors="private"``: a group whose noisy prior (in its
-        stratum) falls below this share is treated as holding this share in
-        the ERMI term (its prior is raised, post-processing of the released
-        counts), so that a tiny group cannot blow up everyone's W-gradient
-        bound and noise (``2 / sqrt(min prior)``). The groups raised are
-        listed in ``small_groups_`` and a warning names them. 0 keeps every
-        prior as released.
-    w_radius : float or "auto", default="auto"
-        Frobenius radius of each dual matrix. ``"auto"`` uses
-        ``sqrt(n_classes / min prior)``, which holds the exact maximizer for
-        every model. Each record's W-gradient is clipped to ``w_clip_ = 2 /
-        sqrt(min prior)``, computed from the released (or public) priors.
     batch_size : int or "auto", default="auto"
         Expected Poisson batch size of each silo (its sampling rate is
         ``batch_size / n_j``). ``"auto"``: every silo samples at the rate
         ``q = min(n // 4, max(64, round(12 * sqrt(n)))) / n`` with ``n`` all
         records (about 2,200 / 32,500 on Adult), so that N silos run as many
         rounds as one, each with an expected batch of ``q * n_j``.
-    sample_rate : float in (0, 1] or None, default=None
-        Sampling rate of every silo instead of ``batch_size``.
     max_epochs : float, default=10
         Training length in expected passes over the data (over an average
         silo with an integer ``batch_size``).
@@ -161,20 +131,6 @@ class DPFERMIClassifier(BaseDPClassifier):
         Number of rounds; overrides ``max_epochs``.
     learning_rate : float, default=1.0
         Model step size (on the server's averaged noisy gradient).
-    schedule : {"constant", "cosine", "step"}, default="cosine"
-        Step-size schedule: constant, cosine decay to 0, or times 0.8 after
-        each tenth of the rounds (the paper's decay).
-    momentum : float, default=0.5
-        Heavy-ball momentum of the ``"sgd"`` model step (post-processing).
-    optimizer : {"sgd", "adam"}, default="sgd"
-    w_learning_rate : float, default=0.5
-        Ascent step size of ``W`` on the averaged noisy W-gradient of
-        ``psi``.
-    return_iterate : {"average", "last"}, default="average"
-        The model returned: the average of the parameters over the final
-        ``averaging`` fraction of rounds (post-processing), or the last one.
-    averaging : float in [0, 1], default=0.5
-    accountant : {"pld", "rdp"}, default="pld"
     hidden_layer_sizes : tuple of int, default=()
         Hidden layers of an MLP; empty gives (multinomial) logistic regression
         with closed-form per-record gradients.
@@ -193,25 +149,6 @@ class DPFERMIClassifier(BaseDPClassifier):
         not passed to ``fit`` and removed from the inputs (also when
         predicting). It is removed before ``sensitive_columns`` and
         ``unit_column`` are read, so integer ones index the remaining columns.
-    engine : {"inprocess", "flower-simulation"}, default="inprocess"
-        What runs the silos. ``"inprocess"``: all silos in this process, in
-        one batched pass per round (no extra dependency). ``"flower-simulation"``:
-        each silo is a Flower ``ClientApp`` in Flower's simulation engine
-        (``pip install skdp[federated]``), with its own release plan, budget
-        and noise, exchanging only noisy messages with a ``ServerApp``. Seeded
-        fits give the same model in both (and in a Flower deployment, see
-        :ref:`federated`).
-    engine_options : dict or None, default=None
-        Options of the Flower engine: ``"round_timeout"`` (seconds a round
-        waits for every silo, default 120), ``"node_timeout"`` (seconds to
-        wait for the silos' nodes, default 120) and ``"backend_config"``
-        (Flower's simulation backend settings, default one CPU per silo).
-        In process: ``"batched"`` (default True) computes all silos of a
-        round in one tensor pass, each with its own noise; False runs each
-        silo's round through the function remote silos run (one thread, the
-        silo's own step on its rows), for results bit-identical to the Flower
-        engines on the same machine (batched results equal them up to float
-        rounding; see :ref:`privacy-reproducibility`).
     class_weight : dict, "balanced" or None, default=None
         Class weights, multiplied with ``sample_weight``. Only their ratios
         matter: they are divided by the largest, so the most heavily weighted
@@ -269,6 +206,12 @@ class DPFERMIClassifier(BaseDPClassifier):
         is composed with its previous one. Only the model carries over: ``W``
         and the optimizer start afresh. It works with every engine (the
         server's model starts from the previous one).
+    solver_options : dict or None, default=None
+        Settings of the solver that one default serves (the keys below; a key
+        left out keeps its default; an unknown key or a bad value is an error
+        at ``fit``):
+
+        {solver_options}
     random_state : int, RandomState instance or None, default=None
         Seeds model initialization and each silo's sampling and noise: the
         noise of round ``r`` of silo ``j`` comes from a generator seeded from
@@ -276,10 +219,6 @@ class DPFERMIClassifier(BaseDPClassifier):
         from one seeded from ``(seed, j, chunk)``. ``None``: every silo draws
         from the operating system's CSPRNG (unpredictable, and not
         reproducible).
-    secure_rng : bool, default=False
-        With a ``random_state``, still draw each silo's sampling and noise
-        from the operating system's CSPRNG (the seed then only initializes
-        the model).
     device : str, default="cpu"
     verbose : int, default=0
         Progress lines show only noisy (private) quantities.
@@ -335,13 +274,19 @@ class DPFERMIClassifier(BaseDPClassifier):
         ``unit_ids``.
     silo_privacy_reports_ : list of PrivacyReport
     privacy_unit_ : str
-        ``"record"`` or ``"sensitive_attribute"`` (the weaker notion).
+        What epsilon is about: ``"record"``, ``"unit
+        (max_records_per_unit=k)"`` with ``unit_ids``, or
+        ``"sensitive_attribute"`` (the weaker notion).
     noise_calibration_ : str
     n_steps_ : int
         Rounds run.
-    sampling_rates_, batch_sizes_ : ndarray of shape (`n_silos_`,)
+    sampling_rate_, batch_size_ : ndarray of shape (`n_silos_`,)
         Each silo's Poisson rate and expected batch size (of units with
         ``unit_ids``).
+    noise_multiplier_ : ndarray of shape (`n_silos_`,)
+        Each silo's noise over sensitivity of its model-gradient release
+        (``"theta"``) in a round (NaN without privacy); the other releases'
+        are in ``silo_privacy_reports_``.
     history_ : dict of ndarray
         Per round: ``"loss"`` (mean cross-entropy, clamped at 5 per record),
         ``"fairness"`` (mean ``psi``, clamped to [-2, 2] per record: the
@@ -401,26 +346,89 @@ class DPFERMIClassifier(BaseDPClassifier):
         "W_", "history_", "group_priors_", "w_clip_", "w_radius_", "small_groups_",
     }
 
+    _solver_option_specs = {
+        **{key: value for key, value in BASE_SOLVER_OPTIONS.items()
+           if key not in ("noise_multiplier", "neighboring")},
+    "noise_calibration": SolverOption(
+        'accountant', [StrOptions({"accountant", "paper"})], '{"accountant", "paper"}',
+        '``"accountant"``: noise calibrated by dp-accounting so that every silo meets the '
+        'budget. ``"paper"``: the closed form of the paper\'s Theorem 3.3 for the model '
+        'and W-gradient noise (reproduction only; a warning says so). ``epsilon_`` is '
+        "always the accountant's value for the noise that ran, and may exceed ``epsilon`` "
+        'in ``"paper"`` mode.'),
+    "group_priors": SolverOption(
+        'private', [StrOptions({"private"}), "array-like", dict], '"private", array-like or dict',
+        'Group frequencies ``P(s)`` (``P(s | y)`` for equalized odds and equal '
+        'opportunity) that enter ERMI and the W-gradient bound. ``"private"`` estimates '
+        'them from noisy per-silo group counts released before training with 2 % of the '
+        'budget (accounted). Public priors: for demographic parity and equal opportunity '
+        'an array of shape (n_groups,) in ``groups_`` order or a dict ``{group: p}``; for '
+        'equalized odds an array of shape (n_classes, n_groups) (rows in ``classes_`` '
+        'order, each summing to 1) or a dict ``{class: {group: p}}``. With '
+        '``epsilon=None``, ``"private"`` uses the exact frequencies.'),
+    "min_group_share": SolverOption(
+        0.02, [Interval(Real, 0, 0.5, closed="left")], 'float in [0, 0.5)',
+        'With ``group_priors="private"``: a group whose noisy prior (in its stratum) '
+        'falls below this share is treated as holding this share in the ERMI term (its '
+        'prior is raised, post-processing of the released counts), so that a tiny group '
+        "cannot blow up everyone's W-gradient bound and noise (``2 / sqrt(min prior)``). "
+        'The groups raised are listed in ``small_groups_`` and a warning names them. 0 '
+        'keeps every prior as released.'),
+    "w_radius": SolverOption(
+        'auto', [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})], 'float or "auto"',
+        'Frobenius radius of each dual matrix. ``"auto"`` uses ``sqrt(n_classes / min '
+        "prior)``, which holds the exact maximizer for every model. Each record's "
+        'W-gradient is clipped to ``w_clip_ = 2 / sqrt(min prior)``, computed from the '
+        'released (or public) priors.'),
+    "schedule": SolverOption(
+        'cosine', [StrOptions(set(SCHEDULES))], '{"constant", "cosine", "step"}',
+        'Step-size schedule: constant, cosine decay to 0, or times 0.8 after each tenth '
+        "of the rounds (the paper's decay)."),
+    "momentum": SolverOption(
+        0.5, [Interval(Real, 0, 1, closed="left")], 'float in [0, 1)',
+        'Heavy-ball momentum of the ``"sgd"`` model step (post-processing).'),
+    "optimizer": SolverOption(
+        'sgd', [StrOptions({"sgd", "adam"})], '{"sgd", "adam"}',
+        "Optimizer of the model's step on the averaged noisy gradients "
+        "(post-processing)."),
+    "w_learning_rate": SolverOption(
+        0.5, [Interval(Real, 0, None, closed="left")], 'float',
+        'Ascent step size of ``W`` on the averaged noisy W-gradient of ``psi``.'),
+    "return_iterate": SolverOption(
+        'average', [StrOptions({"average", "last"})], '{"average", "last"}',
+        'The model returned: the average of the parameters over the final ``averaging`` '
+        'fraction of rounds (post-processing), or the last one.'),
+    "averaging": SolverOption(
+        0.5, [Interval(Real, 0, 1, closed="both")], 'float in [0, 1]',
+        'Fraction of the final rounds averaged by ``return_iterate="average"``.'),
+    "engine": SolverOption(
+        'inprocess', [StrOptions(set(ENGINES))], '{"inprocess", "flower-simulation"}',
+        'What runs the silos. ``"inprocess"``: all silos in this process, in one batched '
+        'pass per round (no extra dependency). ``"flower-simulation"``: each silo is a '
+        "Flower ``ClientApp`` in Flower's simulation engine (``pip install "
+        'skdp[federated]``), with its own release plan, budget and noise, exchanging only '
+        'noisy messages with a ``ServerApp``. Seeded fits give the same model in both '
+        '(and in a Flower deployment, see :ref:`federated`).'),
+    "engine_options": SolverOption(
+        None, [dict, None], 'dict or None',
+        'Options of the Flower engine: ``"round_timeout"`` (seconds a round waits for '
+        'every silo, default 120), ``"node_timeout"`` (seconds to wait for the silos\' '
+        'nodes, default 120) and ``"backend_config"`` (Flower\'s simulation backend '
+        'settings, default one CPU per silo). In process: ``"batched"`` (default True) '
+        'computes all silos of a round in one tensor pass, each with its own noise; False '
+        "runs each silo's round through the function remote silos run (one thread, the "
+        "silo's own step on its rows), for results bit-identical to the Flower engines on "
+        'the same machine (batched results equal them up to float rounding; see '
+        ':ref:`privacy-reproducibility`).'),
+    }
+
     _parameter_constraints = {
-        **{
-            key: value for key, value in BaseDPClassifier._parameter_constraints.items()
-            if key not in ("noise_multiplier", "neighboring")
-        },
+        **BaseDPClassifier._parameter_constraints,
         "fairness": [StrOptions(set(FAIRNESS_NOTIONS))],
         "lam": [Interval(Real, 0, None, closed="left")],
         "privacy_unit": [StrOptions(set(PRIVACY_UNITS))],
-        "noise_calibration": [StrOptions({"accountant", "paper"})],
-        "group_priors": [StrOptions({"private"}), "array-like", dict],
-        "w_radius": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "min_group_share": [Interval(Real, 0, 0.5, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "schedule": [StrOptions(set(SCHEDULES))],
-        "w_learning_rate": [Interval(Real, 0, None, closed="left")],
-        "return_iterate": [StrOptions({"average", "last"})],
-        "averaging": [Interval(Real, 0, 1, closed="both")],
         "silo_column": [str, Integral, None],
-        "engine": [StrOptions(set(ENGINES))],
-        "engine_options": [dict, None],
         **UNIT_CONSTRAINTS,
     }
     def __init__(
@@ -431,32 +439,17 @@ class DPFERMIClassifier(BaseDPClassifier):
         epsilon=1.0,
         delta=1e-5,
         privacy_unit="record",
-        noise_calibration="accountant",
-        group_priors="private",
         max_grad_norm=4.0,
-        min_group_share=0.02,
-        w_radius="auto",
         batch_size="auto",
-        sample_rate=None,
         max_epochs=10,
         max_steps=None,
         learning_rate=1.0,
-        schedule="cosine",
-        momentum=0.5,
-        optimizer="sgd",
-        w_learning_rate=0.5,
-        return_iterate="average",
-        averaging=0.5,
-        accountant="pld",
         hidden_layer_sizes=(),
         module=None,
         sensitive_columns=None,
         sensitive_groups=None,
         silo_column=None,
-        engine="inprocess",
-        engine_options=None,
         random_state=None,
-        secure_rng=False,
         device="cpu",
         verbose=0,
         class_weight=None,
@@ -464,38 +457,24 @@ class DPFERMIClassifier(BaseDPClassifier):
         warm_start=False,
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
+        solver_options=None,
     ):
         self.fairness = fairness
         self.lam = lam
         self.epsilon = epsilon
         self.delta = delta
         self.privacy_unit = privacy_unit
-        self.noise_calibration = noise_calibration
-        self.group_priors = group_priors
         self.max_grad_norm = max_grad_norm
-        self.min_group_share = min_group_share
-        self.w_radius = w_radius
         self.batch_size = batch_size
-        self.sample_rate = sample_rate
         self.max_epochs = max_epochs
         self.max_steps = max_steps
         self.learning_rate = learning_rate
-        self.schedule = schedule
-        self.momentum = momentum
-        self.optimizer = optimizer
-        self.w_learning_rate = w_learning_rate
-        self.return_iterate = return_iterate
-        self.averaging = averaging
-        self.accountant = accountant
         self.hidden_layer_sizes = hidden_layer_sizes
         self.module = module
         self.sensitive_columns = sensitive_columns
         self.sensitive_groups = sensitive_groups
         self.silo_column = silo_column
-        self.engine = engine
-        self.engine_options = engine_options
         self.random_state = random_state
-        self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
         self.class_weight = class_weight
@@ -503,6 +482,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.warm_start = warm_start
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
+        self.solver_options = solver_options
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, sensitive_features=None, silo_ids=None, sample_weight=None,
@@ -577,8 +557,8 @@ class DPFERMIClassifier(BaseDPClassifier):
         self._warn_single_group_silos(group_codes, silo_codes, n_groups)
         del silo_codes  # one int64 per record, not needed in training
         run, make_backend, device = self._prepare_run(previous)
-        if self.engine == "inprocess":
-            batched = (self.engine_options or {}).get("batched", True)
+        if self._option("engine") == "inprocess":
+            batched = (self._option("engine_options") or {}).get("batched", True)
             X_t = self._to_tensor(X, device)
             weights = FitState(sample_weight=sample_weight, y_codes=y_codes)
             self._weigh_records(None, weights, None, None, X_t)
@@ -593,8 +573,9 @@ class DPFERMIClassifier(BaseDPClassifier):
             (_silo_rows(X, a, b, order), y_codes[a:b], group_codes[a:b], unit)
             for a, b, unit in zip(bounds[:-1], bounds[1:], local)
         ]
-        fit = engine(self.engine)(run, data, make_backend, device, module=self.module,
-                                  options=self.engine_options)
+        fit = engine(self._option("engine"))(run, data, make_backend, device,
+                                             module=self.module,
+                                             options=self._option("engine_options"))
         return self._store_fit(fit, previous)
 
     def fit_silos(self, transport, *, classes, groups=None, n_features):
@@ -670,22 +651,26 @@ class DPFERMIClassifier(BaseDPClassifier):
         return local, counts
 
     def _check_engine(self):
-        if self.engine != "inprocess" and self.noise_calibration == "paper":
+        engine = self._option("engine")
+        if engine != "inprocess" and self._option("noise_calibration") == "paper":
             raise ValueError(
-                f"engine={self.engine!r} needs noise_calibration='accountant': the paper's "
-                "noise depends on the released priors, which the silos do not calibrate "
-                "against; use engine='inprocess' to reproduce the paper."
+                f"solver_options['engine']={engine!r} needs the default noise calibration: "
+                "the paper's noise depends on the released priors, which the silos do not "
+                "calibrate against; leave 'engine' out of solver_options to reproduce the "
+                "paper."
             )
 
     def _check_engine_weights(self, sample_weight):
         """Weights need the in-process engine (a ValueError naming the engine)."""
         weighted = (sample_weight is not None or self.class_weight is not None
                     or self.max_sample_weight != 1.0)
-        if weighted and self.engine != "inprocess":
+        engine = self._option("engine")
+        if weighted and engine != "inprocess":
             raise ValueError(
-                f"engine={self.engine!r} cannot weigh records: sample_weight, class_weight and "
-                "max_sample_weight != 1 need engine='inprocess' (a federated silo would have "
-                f"to weigh its own records, which the protocol {PROTOCOL} does not carry)."
+                f"solver_options['engine']={engine!r} cannot weigh records: sample_weight, "
+                "class_weight and max_sample_weight != 1 need the in-process engine (a "
+                "federated silo would have to weigh its own records, which the protocol "
+                f"{PROTOCOL} does not carry)."
             )
 
     def _previous_fit(self):
@@ -731,26 +716,28 @@ class DPFERMIClassifier(BaseDPClassifier):
         n_strata = n_classes if self.fairness == "equalized_odds" else 1
         _, seed, device = self._make_generator()
         seed = current_communicator().share(seed)  # data-parallel: the root's model
-        silo_seed = None if (self.random_state is None or self.secure_rng) else seed
+        silo_seed = None if (self.random_state is None or self._option("secure_rng")) else seed
         public = None
         if not self._private_priors():
             public = self._public_priors(n_strata, n_groups, n_classes)
         run = FermiRun(
-            epsilon=self.epsilon, delta=float(self.delta), accountant=self.accountant,
-            privacy_unit=self.privacy_unit, noise_calibration=self.noise_calibration,
+            epsilon=self.epsilon, delta=float(self.delta), accountant=self._option("accountant"),
+            privacy_unit=self.privacy_unit, noise_calibration=self._option("noise_calibration"),
             max_grad_norm=float(self.max_grad_norm), lam=float(self.lam),
             fairness=self.fairness, classes=tuple(self.classes_),
             groups=() if self.groups_ is None else tuple(self.groups_),
             n_features=int(self.n_features_in_),
             hidden_layer_sizes=tuple(int(h) for h in self.hidden_layer_sizes),
-            batch_size=self.batch_size, sample_rate=self.sample_rate,
+            batch_size=self.batch_size, sample_rate=self._option("sample_rate"),
             max_epochs=self.max_epochs, max_steps=self.max_steps, public_priors=public,
-            w_radius=self.w_radius, learning_rate=self.learning_rate, schedule=self.schedule,
-            momentum=self.momentum, optimizer=self.optimizer,
-            w_learning_rate=self.w_learning_rate,
-            averaging=self.averaging if self.return_iterate == "average" else 0.0,
+            w_radius=self._option("w_radius"), learning_rate=self.learning_rate,
+            schedule=self._option("schedule"),
+            momentum=self._option("momentum"), optimizer=self._option("optimizer"),
+            w_learning_rate=self._option("w_learning_rate"),
+            averaging=(self._option("averaging") if self._option("return_iterate") == "average"
+                       else 0.0),
             seed=silo_seed, silo_names=tuple(str(s) for s in self.silos_),
-            verbose=self.verbose, min_group_share=float(self.min_group_share),
+            verbose=self.verbose, min_group_share=float(self._option("min_group_share")),
             class_counts=is_balanced(self.class_weight),
             max_records_per_unit=int(self.max_records_per_unit),
         )
@@ -777,8 +764,8 @@ class DPFERMIClassifier(BaseDPClassifier):
             warnings.warn(
                 f"Groups {list(self.small_groups_)} are too small for the ERMI term at this "
                 f"privacy level: their noisy prior is below min_group_share="
-                f"{self.min_group_share:g}, which would make the W-gradient bound and its "
-                "noise large for every record. They were given that share in the ERMI term "
+                f"{self._option('min_group_share'):g}, which would make the W-gradient bound and "
+                "its noise large for every record. They were given that share in the ERMI term "
                 "(small_groups_); their own fairness is then weakly enforced. Merge them into "
                 "larger groups, or raise epsilon.",
                 UserWarning,
@@ -797,11 +784,15 @@ class DPFERMIClassifier(BaseDPClassifier):
         report_fit_times(self, **fit.fit_time)
         self._store_backend(fit.backend)
         self.n_steps_ = fit.rounds
-        self.sampling_rates_ = np.asarray(fit.rates, dtype=np.float64)
-        self.batch_sizes_ = np.asarray(fit.batches, dtype=np.float64)
-        self.privacy_unit_ = self.privacy_unit
+        self.sampling_rate_ = np.asarray(fit.rates, dtype=np.float64)
+        self.batch_size_ = np.asarray(fit.batches, dtype=np.float64)
+        self.noise_multiplier_ = np.array(
+            [r.multiplier("theta") if r.private else np.nan for r in fit.reports],
+            dtype=np.float64)
+        if self.privacy_unit == "sensitive_attribute":
+            self.privacy_unit_ = "sensitive_attribute"
         self.n_units_ = int(np.sum(fit.sizes)) if fit.per_unit else None
-        self.noise_calibration_ = self.noise_calibration
+        self.noise_calibration_ = self._option("noise_calibration")
         if fit.check is not None:
             n_classes = len(self.classes_)
             self.prediction_counts_ = fit.check[:-1].reshape(-1, n_classes, n_classes)
@@ -901,10 +892,11 @@ class DPFERMIClassifier(BaseDPClassifier):
 
     # ------------------------------------------------------------ privacy
     def _private_priors(self):
-        return isinstance(self.group_priors, str) and self.group_priors == "private"
+        return isinstance(self._option("group_priors"),
+                          str) and self._option("group_priors") == "private"
 
     def _public_priors(self, n_strata, n_groups, n_classes):
-        priors = self.group_priors
+        priors = self._option("group_priors")
         groups = list(self.groups_) if self.groups_ is not None else [None]
         conditional = self.fairness == "equalized_odds"
         if isinstance(priors, dict):

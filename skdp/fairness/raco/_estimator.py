@@ -13,6 +13,7 @@ from sklearn.utils.extmath import softmax
 from sklearn.utils.validation import check_is_fitted
 
 from ..._fit.classifier import BaseDPClassifier
+from ..._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from ..._fit.columns import split_sensitive_columns
 from ..._fit.releases import ClassCounts, ModelCheck, ScoreCalibration
 from ..._fit.state import FitState
@@ -116,6 +117,7 @@ class RacoFitState(FitState):
     checkpoint_step: Optional[int] = None
 
 
+@document_solver_options
 class DPRateConstrainedClassifier(BaseDPClassifier):
     """Classifier trained under (epsilon, delta)-DP subject to rate constraints.
 
@@ -169,123 +171,14 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         Expected Poisson batch size. ``"auto"`` uses
         ``min(n_samples // 4, max(64, round(6 * sqrt(n_samples))))``: about
         1000 for 30,000 records.
-    sample_rate : float in (0, 1] or None, default=None
-        Poisson sampling probability of each record per step, instead of
-        ``batch_size`` (which is then ignored).
     max_epochs : float, default=10
         Training length in expected passes over the data.
     max_steps : int or None, default=None
         Overrides ``max_epochs``.
     learning_rate : float, default=0.2
         Primal step size (on the noisy mean gradient).
-    optimizer : {"sgd", "adam"}, default="sgd"
-    momentum : float, default=0.5
-        Momentum of the primal ``"sgd"`` optimizer. Heavier momentum makes
-        descent-ascent overshoot the constraint boundary.
-    noise_multiplier : float or None, default=None
-        Gradient noise multiplier. ``None`` calibrates all noise scales for the
-        requested steps; a number fixes it (and the histogram noise follows
-        from ``histogram_noise_share`` unless ``histogram_noise_scale`` is
-        given) and training stops when the budget is spent.
-    histogram_noise : {"gaussian", "laplace"}, default="gaussian"
-    histogram_noise_scale : float or None, default=None
-        Standard deviation (Gaussian) or scale (Laplace) of the noise on each
-        histogram count. ``None`` derives it from ``histogram_noise_share``.
-    histogram_noise_share : float in (0, 0.9], default=0.1
-        Share of each step's privacy (in Gaussian-DP ``mu^2``) spent on the
-        histogram when scales are derived. 1 % more goes to the clipped-record
-        count; the rest to the gradient.
-    temperature : float, default=2.0
-        Temperature tau of the soft rates ``softmax(tau * logits)``.
     dual_learning_rate : float, default=0.3
         Step size of the multipliers' projected ascent.
-    dual_bound : float or None, default=None
-        Upper bound of each multiplier (box ``[0, dual_bound]``); None keeps
-        the non-negative orthant.
-    dual_bound_type : {"box", "l1"}, default="box"
-        Shape of the bounded dual domain when ``dual_bound`` is set: the box
-        ``[0, dual_bound]^J``, or the l1 ball ``{lambda >= 0, sum(lambda) <=
-        dual_bound}`` (the bounded-diameter domain of the RaCO-DP analysis).
-    dual_update : {"projected", "momentum", "exponentiated"}, default="projected"
-        Multiplier update: projected ascent ``lambda <- max(0, lambda + eta g)``,
-        the same with heavy-ball momentum ``dual_momentum``, or exponentiated
-        ascent ``lambda <- lambda * exp(eta g)`` (multipliers start at 1e-3).
-        All are post-processing of the noisy constraint values ``g``.
-    dual_momentum : float, default=0.9
-        Momentum of ``dual_update="momentum"``.
-    dual_rates : {"hard", "soft"}, default="hard"
-        Rates in the released histogram (and so in the dual ascent): one-hot
-        predictions (``"hard"``, what the constraint is judged on) or soft
-        probabilities. The primal gradient always uses soft rates.
-    min_denominator : float, default=1.0
-        Floor of the noisy local-set sizes dividing histogram counts.
-    denominator : {"histogram", "separate_noisy", "expected"}, default="expected"
-        Local-set sizes that divide the histogram's prediction sums:
-
-        - ``"histogram"``: the noisy histogram's own row sums (the paper's
-          choice; no extra release). A ratio of two noisy counts: when a set
-          has few records per batch its denominator can come near zero and the
-          rate estimate explode;
-        - ``"separate_noisy"``: per-cell record counts released on each batch
-          with their own noise (the histogram's mechanism); half of
-          ``histogram_noise_share`` goes to them, half to the histogram, and
-          they are accounted in the same joint step;
-        - ``"expected"``: ``sampling_rate`` times the sizes on the whole
-          training set, from per-cell counts released once before training
-          with Gaussian noise that takes 2 % of the budget (GDP ``mu^2``),
-          composed with the training in ``dp_event_`` (the same release
-          serves ``small_group_threshold``). The default: per step only the
-          numerators are noisy, so the rate estimates never explode (the
-          one-off sizes are off by a fixed relative error: their noise std is
-          about 26 records at epsilon=1, delta=1e-5); ``expected_sizes_``
-          holds them.
-    small_group_threshold : float or None, default=3.0
-        Groups too small to constrain at this privacy level are left out of
-        the constraints, decided privately: a constraint is enforced only if
-        every local set it uses (e.g. one group, or one group's positives for
-        equalized odds) has a noisy expected count per batch of at least
-        ``small_group_threshold`` times the standard deviation of the
-        histogram noise on that set's counts -- that is, if the per-step
-        standard error of its rate estimates is at most
-        ``1 / small_group_threshold``. Sizes come from per-cell counts released
-        once before training (the release of ``denominator="expected"``, 2 %
-        of the budget), so the choice costs nothing more. Left-out groups'
-        records still count in the "rest" of the other groups' constraints.
-        A warning names them; ``excluded_groups_`` and
-        ``excluded_constraints_`` list them. Below the threshold the rate
-        estimates are mostly noise: the multipliers random-walk and, since a
-        small group's own per-record constraint gradients are clipped, the
-        constraint is then met by moving everyone else -- often to a
-        constant classifier. None enforces every constraint (a warning still
-        names the small groups). Never applies without privacy.
-    freeze_denominators : bool, default=False
-        Keep the first step's noisy sizes for the whole run (no extra
-        privacy cost; removes per-step denominator noise). No effect with
-        ``denominator="expected"``.
-    dual_optimism : float, default=0.0
-        Weight of the optimistic term ``g_t - g_{t-1}`` added to the
-        multipliers' ascent direction (post-processing of the noisy constraint
-        values). Positive values (e.g. 3) damp the cycling of descent-ascent
-        around the constraint boundary when cells are large, but amplify the
-        histogram noise, which hurts constraints on small cells such as
-        equalized odds; 0 gives plain projected ascent.
-    clip_constraint_values : bool, default=False
-        Clip each noisy per-set rate to [0, 1] before forming the constraint
-        values that drive the multipliers (noise can push rates outside it).
-    return_iterate : {"average", "last", "best_checkpoint"}, default="average"
-        Model returned: the average of the parameters over the final
-        ``averaging`` fraction of steps (post-processing; it damps the
-        oscillation of descent-ascent), the last iterate, or -- NOT private --
-        the most accurate of 20 evenly spaced checkpoints whose hard
-        constraints hold on the training data (the RaCO-DP paper's protocol).
-        That choice reads the training data exactly, so ``epsilon_`` is then
-        inf, ``training_epsilon_`` keeps the training's figure,
-        ``checkpoint_step_`` the chosen step, and a warning is raised.
-    averaging : float, default=0.5
-        Fraction of the final steps averaged by ``return_iterate="average"``
-        (0 returns the last iterate).
-    accountant : {"pld", "rdp"}, default="pld"
-    neighboring : {"add_remove", "replace"}, default="add_remove"
     hidden_layer_sizes : tuple of int, default=()
         Empty: multinomial logistic regression (closed-form per-sample path).
     module : callable or None, default=None
@@ -348,6 +241,12 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         ``privacy_report_`` the accountant's for it. Composition assumes the
         worst case, that both fits saw the same records. Only the model
         carries over: the Lagrange multipliers and the optimizer start afresh.
+    solver_options : dict or None, default=None
+        Settings of the solver that one default serves (the keys below; a key
+        left out keeps its default; an unknown key or a bad value is an error
+        at ``fit``):
+
+        {solver_options}
     random_state : int, RandomState instance or None, default=None
         ``None`` (the default, and the setting for deployment): Poisson
         sampling and all noise come from the operating system's
@@ -356,10 +255,6 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         torch generator for reproducible *experiments*; anyone who knows the
         seed (it is in ``get_params()`` and in pickles) can regenerate the
         noise, so do not publish a model trained with a known seed as private.
-    secure_rng : bool, default=False
-        With ``random_state`` set, still draw the Poisson sampling and all
-        noise from the secure generator (the seed then only initialises the
-        model).
     device : str, default="cpu"
     verbose : int, default=0
         Progress lines show only noisy (private) quantities.
@@ -490,7 +385,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
 
     #: Parameters that make ``fit`` keep exact, non-private diagnostics of
     #: the training data (a private search refuses them).
-    __skdp_non_private_params__ = ("record_gradient_norms",)
+    __skdp_non_private_options__ = ("record_gradient_norms",)
 
     # the constraints bound the rates of the predictions: calibrate with a
     # temperature alone, which changes none of them
@@ -505,29 +400,130 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         "excluded_constraints_",
     }
 
+    _solver_option_specs = {
+        **BASE_SOLVER_OPTIONS,
+    "optimizer": SolverOption(
+        'sgd', [StrOptions({"sgd", "adam"})], '{"sgd", "adam"}',
+        "Optimizer of the model's step on the privatised gradient (post-processing)."),
+    "momentum": SolverOption(
+        0.5, [Interval(Real, 0, 1, closed="left")], 'float in [0, 1)',
+        'Momentum of the primal ``"sgd"`` optimizer. Heavier momentum makes descent- '
+        'ascent overshoot the constraint boundary.'),
+    "histogram_noise": SolverOption(
+        'gaussian', [StrOptions({"gaussian", "laplace"})], '{"gaussian", "laplace"}',
+        "Noise of the per-step histogram of predictions (Gaussian, accounted jointly "
+        "with the gradient; or Laplace)."),
+    "histogram_noise_scale": SolverOption(
+        None, [Interval(Real, 0, None, closed="neither"), None], 'float or None',
+        'Standard deviation (Gaussian) or scale (Laplace) of the noise on each histogram '
+        'count. ``None`` derives it from ``histogram_noise_share``.'),
+    "histogram_noise_share": SolverOption(
+        0.1, [Interval(Real, 0, 0.9, closed="right")], 'float in (0, 0.9]',
+        "Share of each step's privacy (in Gaussian-DP ``mu^2``) spent on the histogram "
+        'when scales are derived. 1 % more goes to the clipped-record count; the rest to '
+        'the gradient.'),
+    "temperature": SolverOption(
+        2.0, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Temperature tau of the soft rates ``softmax(tau * logits)``.'),
+    "dual_bound": SolverOption(
+        None, [Interval(Real, 0, None, closed="neither"), None], 'float or None',
+        'Upper bound of each multiplier (box ``[0, dual_bound]``); None keeps the non- '
+        'negative orthant.'),
+    "dual_bound_type": SolverOption(
+        'box', [StrOptions({"box", "l1"})], '{"box", "l1"}',
+        'Shape of the bounded dual domain when ``dual_bound`` is set: the box ``[0, '
+        'dual_bound]^J``, or the l1 ball ``{lambda >= 0, sum(lambda) <= dual_bound}`` '
+        '(the bounded-diameter domain of the RaCO-DP analysis).'),
+    "dual_update": SolverOption(
+        'projected', [StrOptions({"projected", "momentum", "exponentiated"})], '{"projected", "momentum", "exponentiated"}',
+        'Multiplier update: projected ascent ``lambda <- max(0, lambda + eta g)``, the '
+        'same with heavy-ball momentum ``dual_momentum``, or exponentiated ascent '
+        '``lambda <- lambda * exp(eta g)`` (multipliers start at 1e-3). All are post- '
+        'processing of the noisy constraint values ``g``.'),
+    "dual_momentum": SolverOption(
+        0.9, [Interval(Real, 0, 1, closed="left")], 'float',
+        'Momentum of ``dual_update="momentum"``.'),
+    "dual_rates": SolverOption(
+        'hard', [StrOptions({"hard", "soft"})], '{"hard", "soft"}',
+        'Rates in the released histogram (and so in the dual ascent): one-hot predictions '
+        '(``"hard"``, what the constraint is judged on) or soft probabilities. The primal '
+        'gradient always uses soft rates.'),
+    "min_denominator": SolverOption(
+        1.0, [Interval(Real, 0, None, closed="neither")], 'float',
+        'Floor of the noisy local-set sizes dividing histogram counts.'),
+    "denominator": SolverOption(
+        'expected', [StrOptions({"histogram", "separate_noisy", "expected"})], '{"histogram", "separate_noisy", "expected"}',
+        'Local-set sizes that divide the histogram\'s prediction sums: - ``"histogram"``: '
+        "the noisy histogram's own row sums (the paper's choice; no extra release). A "
+        'ratio of two noisy counts: when a set has few records per batch its denominator '
+        'can come near zero and the rate estimate explode; - ``"separate_noisy"``: per- '
+        "cell record counts released on each batch with their own noise (the histogram's "
+        'mechanism); half of ``histogram_noise_share`` goes to them, half to the '
+        'histogram, and they are accounted in the same joint step; - ``"expected"``: '
+        '``sampling_rate`` times the sizes on the whole training set, from per-cell '
+        'counts released once before training with Gaussian noise that takes 2 % of the '
+        'budget (GDP ``mu^2``), composed with the training in ``dp_event_`` (the same '
+        'release serves ``small_group_threshold``). The default: per step only the '
+        'numerators are noisy, so the rate estimates never explode (the one-off sizes are '
+        'off by a fixed relative error: their noise std is about 26 records at epsilon=1, '
+        'delta=1e-5); ``expected_sizes_`` holds them.'),
+    "freeze_denominators": SolverOption(
+        False, ["boolean"], 'bool',
+        "Keep the first step's noisy sizes for the whole run (no extra privacy cost; "
+        'removes per-step denominator noise). No effect with ``denominator="expected"``.'),
+    "small_group_threshold": SolverOption(
+        3.0, [Interval(Real, 0, None, closed="left"), None], 'float or None',
+        'Groups too small to constrain at this privacy level are left out of the '
+        'constraints, decided privately: a constraint is enforced only if every local set '
+        "it uses (e.g. one group, or one group's positives for equalized odds) has a "
+        'noisy expected count per batch of at least ``small_group_threshold`` times the '
+        "standard deviation of the histogram noise on that set's counts -- that is, if "
+        'the per-step standard error of its rate estimates is at most ``1 / '
+        'small_group_threshold``. Sizes come from per-cell counts released once before '
+        'training (the release of ``denominator="expected"``, 2 % of the budget), so the '
+        'choice costs nothing more. Left-out groups\' records still count in the "rest" of '
+        "the other groups' constraints. A warning names them; ``excluded_groups_`` and "
+        '``excluded_constraints_`` list them. Below the threshold the rate estimates are '
+        "mostly noise: the multipliers random-walk and, since a small group's own per- "
+        'record constraint gradients are clipped, the constraint is then met by moving '
+        'everyone else -- often to a constant classifier. None enforces every constraint '
+        '(a warning still names the small groups). Never applies without privacy.'),
+    "return_iterate": SolverOption(
+        'average', [StrOptions({"average", "last", "best_checkpoint"})], '{"average", "last", "best_checkpoint"}',
+        'Model returned: the average of the parameters over the final ``averaging`` '
+        'fraction of steps (post-processing; it damps the oscillation of descent-ascent), '
+        'the last iterate, or -- NOT private -- the most accurate of 20 evenly spaced '
+        'checkpoints whose hard constraints hold on the training data (the RaCO-DP '
+        "paper's protocol). That choice reads the training data exactly, so ``epsilon_`` "
+        "is then inf, ``training_epsilon_`` keeps the training's figure, "
+        '``checkpoint_step_`` the chosen step, and a warning is raised.'),
+    "averaging": SolverOption(
+        0.5, [Interval(Real, 0, 1, closed="both")], 'float',
+        'Fraction of the final steps averaged by ``return_iterate="average"`` (0 returns '
+        'the last iterate).'),
+    "dual_optimism": SolverOption(
+        0.0, [Interval(Real, 0, None, closed="left")], 'float',
+        "Weight of the optimistic term ``g_t - g_{t-1}`` added to the multipliers' ascent "
+        'direction (post-processing of the noisy constraint values). Positive values '
+        '(e.g. 3) damp the cycling of descent-ascent around the constraint boundary when '
+        'cells are large, but amplify the histogram noise, which hurts constraints on '
+        'small cells such as equalized odds; 0 gives plain projected ascent.'),
+    "clip_constraint_values": SolverOption(
+        False, ["boolean"], 'bool',
+        'Clip each noisy per-set rate to [0, 1] before forming the constraint values that '
+        'drive the multipliers (noise can push rates outside it).'),
+    "record_gradient_norms": SolverOption(
+        False, ["boolean"], 'bool',
+        "Keep each step's exact per-record gradient norms in "
+        '``history_["gradient_norms"]``: non-private debug output, not covered by '
+        "``epsilon_`` (a warning says so; a private search refuses it)."),
+    }
+
     _parameter_constraints = {
         **BaseDPClassifier._parameter_constraints,
         "constraint": [str, list, tuple, object],
         "tolerance": [Interval(Real, None, None, closed="neither"), "array-like"],
-        "histogram_noise": [StrOptions({"gaussian", "laplace"})],
-        "histogram_noise_scale": [Interval(Real, 0, None, closed="neither"), None],
-        "histogram_noise_share": [Interval(Real, 0, 0.9, closed="right")],
-        "temperature": [Interval(Real, 0, None, closed="neither")],
         "dual_learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "dual_bound": [Interval(Real, 0, None, closed="neither"), None],
-        "dual_rates": [StrOptions({"hard", "soft"})],
-        "dual_update": [StrOptions({"projected", "momentum", "exponentiated"})],
-        "dual_bound_type": [StrOptions({"box", "l1"})],
-        "dual_momentum": [Interval(Real, 0, 1, closed="left")],
-        "min_denominator": [Interval(Real, 0, None, closed="neither")],
-        "averaging": [Interval(Real, 0, 1, closed="both")],
-        "dual_optimism": [Interval(Real, 0, None, closed="left")],
-        "clip_constraint_values": ["boolean"],
-        "denominator": [StrOptions({"histogram", "separate_noisy", "expected"})],
-        "freeze_denominators": ["boolean"],
-        "small_group_threshold": [Interval(Real, 0, None, closed="left"), None],
-        "return_iterate": [StrOptions({"average", "last", "best_checkpoint"})],
-        "record_gradient_norms": ["boolean"],
         **UNIT_CONSTRAINTS,
     }
 
@@ -540,40 +536,15 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         delta=1e-5,
         max_grad_norm=10.0,
         batch_size="auto",
-        sample_rate=None,
         max_epochs=10,
         max_steps=None,
         learning_rate=0.2,
-        optimizer="sgd",
-        momentum=0.5,
-        noise_multiplier=None,
-        histogram_noise="gaussian",
-        histogram_noise_scale=None,
-        histogram_noise_share=0.1,
-        temperature=2.0,
         dual_learning_rate=0.3,
-        dual_bound=None,
-        dual_bound_type="box",
-        dual_update="projected",
-        dual_momentum=0.9,
-        dual_rates="hard",
-        min_denominator=1.0,
-        denominator="expected",
-        freeze_denominators=False,
-        small_group_threshold=3.0,
-        return_iterate="average",
-        averaging=0.5,
-        dual_optimism=0.0,
-        clip_constraint_values=False,
-        record_gradient_norms=False,
-        accountant="pld",
-        neighboring="add_remove",
         hidden_layer_sizes=(),
         module=None,
         sensitive_columns=None,
         sensitive_groups=None,
         random_state=None,
-        secure_rng=False,
         device="cpu",
         verbose=0,
         class_weight=None,
@@ -582,6 +553,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         calibration="auto",
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
+        solver_options=None,
     ):
         self.constraint = constraint
         self.tolerance = tolerance
@@ -589,40 +561,15 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.delta = delta
         self.max_grad_norm = max_grad_norm
         self.batch_size = batch_size
-        self.sample_rate = sample_rate
         self.max_epochs = max_epochs
         self.max_steps = max_steps
         self.learning_rate = learning_rate
-        self.optimizer = optimizer
-        self.momentum = momentum
-        self.noise_multiplier = noise_multiplier
-        self.histogram_noise = histogram_noise
-        self.histogram_noise_scale = histogram_noise_scale
-        self.histogram_noise_share = histogram_noise_share
-        self.temperature = temperature
         self.dual_learning_rate = dual_learning_rate
-        self.dual_bound = dual_bound
-        self.dual_bound_type = dual_bound_type
-        self.dual_update = dual_update
-        self.dual_momentum = dual_momentum
-        self.dual_rates = dual_rates
-        self.min_denominator = min_denominator
-        self.denominator = denominator
-        self.freeze_denominators = freeze_denominators
-        self.small_group_threshold = small_group_threshold
-        self.return_iterate = return_iterate
-        self.averaging = averaging
-        self.dual_optimism = dual_optimism
-        self.clip_constraint_values = clip_constraint_values
-        self.record_gradient_norms = record_gradient_norms
-        self.accountant = accountant
-        self.neighboring = neighboring
         self.hidden_layer_sizes = hidden_layer_sizes
         self.module = module
         self.sensitive_columns = sensitive_columns
         self.sensitive_groups = sensitive_groups
         self.random_state = random_state
-        self.secure_rng = secure_rng
         self.device = device
         self.verbose = verbose
         self.class_weight = class_weight
@@ -631,6 +578,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.calibration = calibration
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
+        self.solver_options = solver_options
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, sensitive_features=None, sample_weight=None, unit_ids=None):
@@ -713,7 +661,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         # with units, sampling is over units and their number is public; in a
         # data-parallel fit X is this rank's shard and n the rows of all ranks
         comm = current_communicator()
-        if comm.distributed and self.return_iterate == "best_checkpoint":
+        if comm.distributed and self._option("return_iterate") == "best_checkpoint":
             raise ValueError(
                 "return_iterate='best_checkpoint' reads every training record exactly, which "
                 "a data-parallel fit does not do; use return_iterate='average' or 'last'.")
@@ -749,8 +697,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         """RaCO-DP, then (``return_iterate="best_checkpoint"``) the chosen
         checkpoint loaded into the model."""
         tensors = self.constraints_.to_torch(device=onehot.device, dtype=onehot.dtype)
-        fixed_sizes = state.sizes if self.denominator == "expected" else None
-        if self.record_gradient_norms:
+        fixed_sizes = state.sizes if self._option("denominator") == "expected" else None
+        if self._option("record_gradient_norms"):
             warnings.warn(
                 "record_gradient_norms=True: history_['gradient_norms'] holds exact, "
                 "non-private gradient norms of the training data; it is debug output not "
@@ -760,21 +708,21 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         steps = report.steps[0]
         config = RacoConfig(
             n_steps=steps, sampling_rate=state.q, max_grad_norm=self.max_grad_norm,
-            noise=state.noise, temperature=self.temperature,
+            noise=state.noise, temperature=self._option("temperature"),
             dual_learning_rate=self.dual_learning_rate,
-            dual_bound=self.dual_bound, dual_bound_type=self.dual_bound_type,
-            dual_update=self.dual_update, dual_momentum=self.dual_momentum,
-            dual_optimism=self.dual_optimism, dual_rates=self.dual_rates,
-            clip_constraint_values=self.clip_constraint_values,
-            min_denominator=self.min_denominator, optimizer=self.optimizer,
-            learning_rate=self.learning_rate, momentum=self.momentum,
-            averaging=self.averaging if self.return_iterate == "average" else 0.0,
-            denominator=self.denominator, freeze_denominators=self.freeze_denominators,
+            dual_bound=self._option("dual_bound"), dual_bound_type=self._option("dual_bound_type"),
+            dual_update=self._option("dual_update"), dual_momentum=self._option("dual_momentum"),
+            dual_optimism=self._option("dual_optimism"), dual_rates=self._option("dual_rates"),
+            clip_constraint_values=self._option("clip_constraint_values"),
+            min_denominator=self._option("min_denominator"), optimizer=self._option("optimizer"),
+            learning_rate=self.learning_rate, momentum=self._option("momentum"),
+            averaging=self._option("averaging") if self._option("return_iterate") == "average" else 0.0,
+            denominator=self._option("denominator"), freeze_denominators=self._option("freeze_denominators"),
             checkpoint_every=(
                 math.ceil(steps / _N_CHECKPOINTS)
-                if self.return_iterate == "best_checkpoint" else None
+                if self._option("return_iterate") == "best_checkpoint" else None
             ),
-            record_gradient_norms=self.record_gradient_norms, verbose=self.verbose,
+            record_gradient_norms=self._option("record_gradient_norms"), verbose=self.verbose,
         )
         history = train_raco(backend, onehot, state.cells_t, tensors, config, generator,
                              fixed_sizes=fixed_sizes, units=state.units)
@@ -800,7 +748,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         there is a constraint to serve."""
         if self.constraints_.n_constraints == 0:
             return False
-        return self.denominator == "expected" or self.small_group_threshold is not None
+        return self._option("denominator") == "expected" or self._option("small_group_threshold") is not None
 
     def _expected_sizes(self, cells_t, sampling_rate, report, generator, dtype, weights=None):
         """Expected per-batch local-set sizes, or None when not released.
@@ -846,7 +794,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         if sizes is None or not noise.private:
             return
         ratio = _set_noise_ratio(compiled, sizes, noise)
-        threshold = self.small_group_threshold
+        threshold = self._option("small_group_threshold")
         small = ratio < (_SMALL_SET_RATIO if threshold is None else threshold)
         uses = np.abs(np.asarray(compiled.coefficients)).sum(2) > 0  # (J, M)
         small &= uses.any(0)
@@ -950,11 +898,11 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         ``denominator="separate_noisy"`` the histogram share is halved between
         the histogram and the separate cell counts.
         """
-        histogram = self.histogram_noise_share
+        histogram = self._option("histogram_noise_share")
         counts = 0.0
-        if self.denominator == "separate_noisy":
+        if self._option("denominator") == "separate_noisy":
             histogram, counts = histogram / 2, histogram / 2
-        gradient = 1.0 - self.histogram_noise_share - _COUNT_SHARE
+        gradient = 1.0 - self._option("histogram_noise_share") - _COUNT_SHARE
         return gradient, histogram, counts, _COUNT_SHARE
 
     def _release_plan(self, sampling_rate, steps, units=None):
@@ -973,19 +921,19 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         the unit.
         """
         share_g, share_h, share_n, share_c = self._shares()
-        fixed = self.histogram_noise_scale
+        fixed = self._option("histogram_noise_scale")
 
         def counts_release(name, share):
             if fixed is None:
-                return Release(name, mechanism=self.histogram_noise, share=share)
-            return Release(name, mechanism=self.histogram_noise, noise_scale=fixed)
+                return Release(name, mechanism=self._option("histogram_noise"), share=share)
+            return Release(name, mechanism=self._option("histogram_noise"), noise_scale=fixed)
 
         releases = [
             Release("gradient", sensitivity=self.max_grad_norm, share=share_g),
             Release("clip_count", share=share_c),
             counts_release("histogram", share_h),
         ]
-        if self.denominator == "separate_noisy":
+        if self._option("denominator") == "separate_noisy":
             releases.append(counts_release("cell_counts", share_n))
         initial = []
         if self._needs_sizes():
@@ -994,26 +942,26 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                  {"n_records": units.n_units, "privacy_unit": units.description})
         return ReleasePlan(
             BatchReleases(releases, steps=steps, sampling_rate=sampling_rate),
-            initial=initial, neighboring=self.neighboring, accountant=self.accountant, **extra,
+            initial=initial, neighboring=self._option("neighboring"), accountant=self._option("accountant"), **extra,
         )
 
     def _spend_budget(self, plan):
         try:
             return self._spend(plan)
         except PrivacyBudgetError as exc:
-            if self.histogram_noise_scale is None:
+            if self._option("histogram_noise_scale") is None:
                 raise
             raise PrivacyBudgetError(
-                f"histogram_noise_scale={self.histogram_noise_scale}: {exc}"
+                f"histogram_noise_scale={self._option('histogram_noise_scale')}: {exc}"
             ) from exc
 
     def _noise(self, report):
         """The trainer's noise settings, read from the privacy report."""
-        separate = self.denominator == "separate_noisy"
+        separate = self._option("denominator") == "separate_noisy"
         return RacoNoise(
             gradient=report.multiplier("gradient"),
             histogram=report.scale("histogram"),
-            histogram_mechanism=self.histogram_noise,
+            histogram_mechanism=self._option("histogram_noise"),
             clip_count=report.scale("clip_count"),
             cell_counts=report.scale("cell_counts") if separate else None,
         )
@@ -1064,7 +1012,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         constraint ``j`` is off by at most ``sum_m max_k |A[j, m, k]| e_m``,
         with ``e_m`` the noise std over the noisy size (public noise)."""
         compiled = self.constraints_
-        if self.denominator != "expected" or not self.cell_size_noise_:
+        if self._option("denominator") != "expected" or not self.cell_size_noise_:
             return np.zeros(compiled.n_constraints)
         n_cells = np.asarray(compiled.membership).sum(1)
         total = np.maximum(self.expected_sizes_ / self.sampling_rate_, 1.0)
@@ -1128,7 +1076,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 if cell >= 0:
                     hist[cell] += counts[min(group, counts.shape[0] - 1), label]
         values = constraint_values(torch.as_tensor(hist), compiled,
-                                   min_denominator=self.min_denominator, clip_rates=True)
+                                   min_denominator=self._option("min_denominator"), clip_rates=True)
         return values.numpy()
 
     def _warn_from_history(self, noise, expected_batch):
@@ -1139,7 +1087,8 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         hist = self.history_
         steps, n_constraints = hist["lambda"].shape
         tail = slice(steps - max(2, steps // 4), steps)
-        window = max(0.25, self.averaging if self.return_iterate == "average" else 0.0)
+        window = max(0.25,
+                     self._option("averaging") if self._option("return_iterate") == "average" else 0.0)
         values = hist["constraint_values"][steps - max(2, int(window * steps)):]
         violation = values.mean(0) if values.shape[0] else np.zeros(n_constraints)
         k = len(self.classes_)
@@ -1206,7 +1155,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             scores = self.decision_function(X)
             if scores.ndim == 1:
                 scores = np.column_stack([np.zeros_like(scores), scores])
-            y_pred = softmax(self.temperature * scores)
+            y_pred = softmax(self._option("temperature") * scores)
         else:
             y_pred = self.predict(X)
         _, from_columns = split_sensitive_columns(X, self.sensitive_columns)
