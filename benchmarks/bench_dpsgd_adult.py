@@ -25,6 +25,7 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from skdp import DPSGDClassifier
+from skdp.debug import record_fit_times
 from skdp.privacy import _accounting
 
 EPSILON, DELTA, BATCH, EPOCHS = 1.0, 1e-5, 1024, 10

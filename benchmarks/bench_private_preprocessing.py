@@ -23,7 +23,7 @@ data: age in [17, 90] and hours-per-week in [1, 99] (``adult.names`` and the
 census top-coding), education-num in [1, 16] (16 education levels),
 capital-gain in [0, 99999] (the top-code), capital-loss in [0, 5000] and
 fnlwgt in [0, 1.5e6] (round public ranges). Preprocessing steps use
-``delta=1e-6``; the total of each pipeline is :func:`skdp.privacy.spent` (at
+``delta=1e-6``; the total of each pipeline is :func:`skdp.model_selection.spent` (at
 the sum of the steps' deltas, and at the classifier's delta 1e-5 alone: the
 Gaussian releases compose in GDP, so 0.1 of preprocessing adds far less
 than 0.1 to the classifier's epsilon).
@@ -43,7 +43,7 @@ from sklearn.pipeline import Pipeline
 from skdp import DPSGDClassifier
 from skdp.datasets import fetch_adult, make_preprocessor
 from skdp.preprocessing import DPOneHotEncoder, DPStandardScaler
-from skdp.privacy import spent
+from skdp.model_selection import spent
 
 BOUNDS = {
     "age": (17, 90), "fnlwgt": (0, 1.5e6), "education-num": (1, 16),

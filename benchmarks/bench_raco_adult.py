@@ -31,6 +31,7 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from skdp import DPRateConstrainedClassifier, DPSGDClassifier
+from skdp.debug import record_fit_times
 from skdp.metrics import (
     demographic_parity_difference,
     equalized_odds_difference,

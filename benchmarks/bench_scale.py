@@ -213,6 +213,7 @@ def worker(args):
     from sklearn.linear_model import SGDClassifier
 
     import skdp  # noqa: F401
+    from skdp.debug import record_fit_times
 
     warnings.filterwarnings("ignore")
     base = proc_status()["VmRSS"]

@@ -231,21 +231,41 @@ def fingerprint(names=None):
     return out
 
 
+#: Fitted attributes renamed since fingerprints were first taken (issue 33,
+#: one name for one concept): old -> new.
+RENAMED = {".sampling_rates_": ".sampling_rate_", ".batch_sizes_": ".batch_size_"}
+#: Attributes removed on purpose: DRO's and the bilevel tuners' per-release
+#: multipliers (every release's is in ``privacy_report_``).
+RETIRED = (".noise_multipliers_",)
+
+
+def _renamed(key):
+    for old, new in RENAMED.items():
+        if key.startswith(old):
+            return new + key[len(old):]
+    return key
+
+
 def compare(before, after):
-    """Names of the configurations whose fingerprints differ, with the
-    first differing attribute."""
-    differences = []
+    """``(differences, new)``: the configurations whose fingerprints differ
+    (with the first differing attribute; renamed attributes compared under
+    their new names, retired ones skipped), and the attributes only the
+    newer fingerprints have."""
+    differences, new = [], []
     for name in sorted(set(before) | set(after)):
         a, b = before.get(name), after.get(name)
         if a is None or b is None:
             differences.append(f"{name}: only in {'after' if a is None else 'before'}")
             continue
+        a = {_renamed(k): v for k, v in a.items() if not k.startswith(RETIRED)}
         for key in sorted(set(a) | set(b)):
-            if key not in a or key not in b:
-                differences.append(f"{name}: {key} only in {'after' if key not in a else 'before'}")
+            if key not in a:
+                new.append(f"{name}: {key}")
+            elif key not in b:
+                differences.append(f"{name}: {key} only in before")
             elif a[key].shape != b[key].shape or not np.array_equal(a[key], b[key], equal_nan=True):
                 differences.append(f"{name}: {key} differs")
-    return differences
+    return differences, new
 
 
 def main():
@@ -256,7 +276,9 @@ def main():
     args = parser.parse_args()
     if args.compare:
         before, after = (pickle.load(open(p, "rb")) for p in args.paths)
-        differences = compare(before, after)
+        differences, new = compare(before, after)
+        if new:
+            print(f"{len(new)} new attributes (not compared), e.g. {new[0]}")
         print("\n".join(differences) or f"identical: {len(before)} configurations")
         sys.exit(1 if differences else 0)
     with open(args.paths[0], "wb") as fh:

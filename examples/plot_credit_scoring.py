@@ -17,7 +17,7 @@ and spends one epsilon:
 3. a private search over the tolerance
    (:class:`~skdp.model_selection.PrivateGridSearchCV`), which fits every
    candidate pipeline, chooses privately and refits, and accounts every step;
-4. :func:`skdp.privacy.spent`: the epsilon of everything above.
+4. :func:`skdp.model_selection.spent`: the epsilon of everything above.
 
 It prints test accuracy, log-loss (next to scikit-learn's
 LogisticRegression and a constant predictor) and the demographic-parity gap,
@@ -43,7 +43,7 @@ from skdp import DPRateConstrainedClassifier
 from skdp.metrics import demographic_parity_difference
 from skdp.model_selection import PrivateGridSearchCV
 from skdp.preprocessing import DPOneHotEncoder, DPSimpleImputer, DPStandardScaler
-from skdp.privacy import spent
+from skdp.model_selection import spent
 
 EPSILON, DELTA = 1.0, 1e-6
 

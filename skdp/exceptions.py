@@ -7,7 +7,7 @@ class PrivacyLeakWarning(UserWarning):
     """Something learnt from the data is not covered by the reported epsilon.
 
     Raised, for example, when a scaler has no public ``bounds`` and reads the
-    feature ranges from the data, or when :func:`skdp.privacy.spent` meets a
+    feature ranges from the data, or when :func:`skdp.model_selection.spent` meets a
     pipeline step that was fitted without differential privacy. The fitted
     estimator then reports ``epsilon_ = inf``.
 

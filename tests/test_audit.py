@@ -299,7 +299,7 @@ def test_a_two_step_private_pipeline_is_audited_against_spent():
     """The claim of a pipeline is the composition of its steps (spent()),
     not its last step's epsilon_, and per-feature bounds are extended to the
     canary columns."""
-    from skdp.privacy import spent
+    from skdp.model_selection import spent
 
     X, y, _, _ = _data()
     bounds = (np.full(4, -5.0), np.full(4, 5.0))  # per feature

@@ -24,7 +24,7 @@ from skdp.federated import (
 )
 
 HAS_FLOWER = importlib.util.find_spec("flwr") is not None
-needs_flower = pytest.mark.skipif(not HAS_FLOWER, reason="needs flwr (pip install skdp[federated])")
+needs_flower = pytest.mark.skipif(not HAS_FLOWER, reason="needs Flower: pip install -e '.[federated]'")
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 
@@ -259,7 +259,7 @@ def test_engine_errors():
                                           "noise_calibration": "paper"}).fit(
             X, y, sensitive_features=g, silo_ids=silo)
     if not HAS_FLOWER:
-        with pytest.raises(ImportError, match=r"skdp\[federated\]"):
+        with pytest.raises(ImportError, match=r"flwr\[simulation\]==1.41.0"):
             DPFERMIClassifier(max_steps=1, solver_options={"engine": "flower-simulation"}).fit(
                 X, y, sensitive_features=g, silo_ids=silo)
 

@@ -24,7 +24,8 @@ from skdp.preprocessing._imputer import (
     mean_statistics,
 )
 from skdp.preprocessing._ranges import histogram_release, range_histogram
-from skdp.privacy import make_accountant, spent
+from skdp.privacy import make_accountant
+from skdp.model_selection import spent
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -33,7 +33,8 @@ from skdp.model_selection import (
 )
 from skdp.model_selection import _private_search, _selection
 from skdp.preprocessing import DPOneHotEncoder, DPStandardScaler
-from skdp.privacy import SecureGenerator, bernoulli_split, compute_epsilon, make_accountant, spent
+from skdp.privacy import SecureGenerator, bernoulli_split, compute_epsilon, make_accountant
+from skdp.model_selection import spent
 from skdp.privacy import gdp_epsilon, gdp_mu
 
 GRID = {"learning_rate": [0.2, 1.0]}

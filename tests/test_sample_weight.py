@@ -41,7 +41,8 @@ from skdp import (
 )
 from skdp.models import CrossEntropyHead
 from skdp.models._backends import LinearBackend, ModuleBackend
-from skdp.privacy import record_weight_factors, spent, weigh
+from skdp.privacy import record_weight_factors, weigh
+from skdp.model_selection import spent
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -137,13 +137,6 @@ def test_step_loop_reuses_one_batch_tensor():
     assert torch.equal(first[:, :-1], X[1:3])
 
 
-def test_linear_backend_keeps_the_augmented_rows_for_older_callers():
-    X = torch.randn(30, 5)
-    backend = LinearBackend(X, 2)
-    assert torch.equal(backend._rows[:, :-1], X)
-    assert torch.equal(backend._rows[:, -1], torch.ones(30))
-
-
 def test_linear_backend_on_a_column_view():
     # the bilevel solvers hand the backend a view that skips a column
     full = torch.randn(40, 6)

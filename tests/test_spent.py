@@ -1,4 +1,4 @@
-"""One epsilon for a fitted workflow: skdp.privacy.spent."""
+"""One epsilon for a fitted workflow: skdp.model_selection.spent."""
 
 import math
 import warnings
@@ -21,7 +21,8 @@ from skdp.preprocessing import (
     DPSimpleImputer,
     DPStandardScaler,
 )
-from skdp.privacy import make_accountant, spent
+from skdp.privacy import make_accountant
+from skdp.model_selection import spent
 
 
 @pytest.fixture(scope="module")

@@ -34,12 +34,12 @@ from skdp.fairness.raco._trainer import RateConstrainedHead, batch_histogram
 from skdp.model_selection import PrivateGridSearchCV
 from skdp.models import CrossEntropyHead, make_backend
 from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
+from skdp.model_selection import spent
 from skdp.privacy import (
     UnitSampler,
     bound_units,
     compute_epsilon,
     make_sampler,
-    spent,
     weigh,
 )
 from skdp.privacy._clipping import clip_factors

@@ -405,7 +405,7 @@ def _settings_of(transport):
     return seen["settings"]
 
 
-@pytest.mark.skipif(not HAS_FLOWER, reason="needs flwr (pip install skdp[federated])")
+@pytest.mark.skipif(not HAS_FLOWER, reason="needs Flower: pip install -e '.[federated]'")
 def test_flower_simulation_with_units():
     X, y, g, units, silos = _data(n=900, n_units=120, n_silos=2)
     kw = {"lam": 1.0, "max_steps": 4, "random_state": 0, "max_records_per_unit": 3}

@@ -1,5 +1,5 @@
 """Privacy units (``unit_ids``) in the private preprocessing steps, and one
-privacy unit for a whole workflow in :func:`skdp.privacy.spent`."""
+privacy unit for a whole workflow in :func:`skdp.model_selection.spent`."""
 
 import math
 import pickle
@@ -29,7 +29,8 @@ from skdp.preprocessing import (
     _standard_scaler,
 )
 from skdp.preprocessing._encoder import present_counts
-from skdp.privacy import bound_units, compute_epsilon, spent
+from skdp.privacy import bound_units, compute_epsilon
+from skdp.model_selection import spent
 
 FAST = {"max_steps": 30, "random_state": 0}
 N_FEATURES = 3

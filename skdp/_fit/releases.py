@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 import torch
 
+from ..models import CHECK_LOSS_BOUND, CHECK_SHARE, check_terms
 from ..privacy import InitialRelease, balanced_class_weights, current_communicator, gaussian_noise
 from .calibration import calibration_counts, fit_score_map
 from .rows import row_blocks
@@ -249,10 +250,10 @@ class ModelCheck(FitRelease):
 
     name = "model_check"
     sensitivity = math.sqrt(2.0)
-    share = 0.02
+    share = CHECK_SHARE
     stage = "check"
     #: Per-record log-loss bound.
-    loss_bound = 10.0
+    loss_bound = CHECK_LOSS_BOUND
     #: The check judges only when its noisy total count is at least this many
     #: of its standard deviations.
     min_signal = 4.0
@@ -260,27 +261,12 @@ class ModelCheck(FitRelease):
     #: records (by one standard deviation of the noise) is (nearly) constant.
     constant_minority = 0.02
 
-    def counts(self, proba, y_codes, groups, weights, losses, n_classes, n_cells):
-        """The ``n_cells`` counts of (group, true class, predicted class) of
-        rows with probabilities ``proba`` (weighted by ``weights`` when not
-        None), and their clipped log-losses over :attr:`loss_bound` (times
-        ``weights``) written into ``losses``."""
-        # an extreme record's overflowing scores must not reach the release
-        proba = np.where(np.isfinite(proba), proba, 1.0 / n_classes)
-        cells = (groups * n_classes + y_codes) * n_classes + proba.argmax(1)
-        p_true = proba[np.arange(len(y_codes)), y_codes]
-        bound = self.loss_bound
-        with np.errstate(divide="ignore", invalid="ignore"):
-            losses[:] = np.minimum(-np.log(np.maximum(p_true, 0.0)), bound) / bound
-        np.nan_to_num(losses, copy=False, nan=1.0, posinf=1.0)
-        if weights is not None:
-            losses *= weights
-        return np.bincount(cells, weights=weights, minlength=n_cells)
-
     def apply(self, estimator, X, state, report, generator):
         """Check the returned model on the training records ``X``: sets
         ``prediction_counts_`` and ``check_noise_std_`` and judges them
-        (``estimator._judge_model``, by default :meth:`judge`). Nothing
+        (``estimator._judge_model``, by default :meth:`judge`). The
+        statistics are :func:`~skdp.models.check_sums` of the model's logits,
+        a block of rows at a time, as DP-FERMI's silos compute them. Nothing
         without class codes."""
         y_codes = state.y_codes
         if y_codes is None or (report.private and not self.planned(report)):
@@ -291,21 +277,27 @@ class ModelCheck(FitRelease):
             estimator.groups_)
         with np.errstate(invalid="ignore", over="ignore"):
             scores = estimator._decision(X)
-        counts = np.zeros(n_groups * n_classes * n_classes)
-        losses = np.empty(len(y_codes))
         # with units, a record adds its unit factor: a unit adds at most 1
         factors = unit_factors(state)
+        counts = torch.zeros(n_groups * n_classes * n_classes, dtype=torch.float64)
+        losses = torch.empty(len(y_codes), dtype=torch.float64)
         # a block of rows at a time: the per-record temporaries cost one
-        # block of memory, not several copies of the scores
+        # block of memory, not several copies of the scores; the losses are
+        # summed whole, so the blocks do not change the sum
         for rows in row_blocks(len(y_codes)):
-            weights = None if factors is None else factors[rows]
-            groups = 0 if n_groups == 1 else group_codes[rows]
-            with np.errstate(invalid="ignore", over="ignore"):
-                proba = estimator._proba_from_scores(scores[rows])
-            counts += self.counts(proba, y_codes[rows], groups, weights, losses[rows],
-                                  n_classes, len(counts))
+            block = torch.as_tensor(scores[rows], dtype=torch.float64)
+            if block.dim() == 1:  # a binary model's score: the logits (0, s)
+                block = torch.stack([torch.zeros_like(block), block], dim=1)
+            groups = (torch.zeros(block.shape[0], dtype=torch.int64) if n_groups == 1
+                      else torch.as_tensor(group_codes[rows], dtype=torch.int64))
+            weights = None if factors is None else torch.as_tensor(factors[rows])
+            block_counts, losses[rows] = check_terms(
+                block, torch.as_tensor(y_codes[rows], dtype=torch.int64), groups, n_groups,
+                weights)
+            counts += block_counts
         std = self.noise_std(report)
-        values = release_counts(np.concatenate([counts, [losses.sum()]]), std, generator)
+        values = torch.cat([counts, (losses.sum() / self.loss_bound)[None]])
+        values = release_counts(values.numpy(), std, generator)
         estimator.prediction_counts_ = values[:-1].reshape(n_groups, n_classes, n_classes)
         estimator.check_noise_std_ = std
         estimator._judge_model(values[-1] * self.loss_bound, std)

@@ -1,15 +1,13 @@
 """The fit sequence every skdp estimator runs, and what it needs.
 
 :class:`BaseDPEstimator` holds the privacy parameters and their checks, the
-Poisson sampling rate and step count, the model (linear, an MLP or a user's
+Poisson sampling rate and step count (:mod:`skdp._fit.schedule`), the model (linear, an MLP or a user's
 module) and its backend, and :meth:`~BaseDPEstimator._fit_private`: the same
 sequence around every trainer, whose hooks an estimator fills. Classifiers
 and regressors add their targets and predictions
 (:mod:`skdp._fit.classifier`, :mod:`skdp._fit.regressor`).
 """
 
-import math
-import warnings
 from dataclasses import replace
 from numbers import Integral, Real
 
@@ -31,6 +29,7 @@ from .columns import column_list, without_fit_only_columns
 from .options import BASE_SOLVER_OPTIONS
 from .private_fit import PrivateFitMixin
 from .rows import module_outputs, to_training_rows, validated_X_y
+from .schedule import SamplingScheduleMixin
 from .units import unit_codes
 from .warm_start import WarmStartMixin
 from .weights import RecordWeightsMixin
@@ -38,7 +37,9 @@ from .weights import RecordWeightsMixin
 __all__ = ["BaseDPEstimator"]
 
 
-class BaseDPEstimator(WarmStartMixin, RecordWeightsMixin, PrivateFitMixin, BaseEstimator):
+class BaseDPEstimator(
+    SamplingScheduleMixin, WarmStartMixin, RecordWeightsMixin, PrivateFitMixin, BaseEstimator
+):
     """Machinery shared by every skdp estimator trained with a private torch loop.
 
     Privacy parameters and their checks, Poisson sampling rate and step
@@ -132,77 +133,6 @@ class BaseDPEstimator(WarmStartMixin, RecordWeightsMixin, PrivateFitMixin, BaseE
     def _validated_X_y(estimator, X, y, **kwargs):
         """:func:`~skdp._fit.rows.validated_X_y`."""
         return validated_X_y(estimator, X, y, **kwargs)
-
-    def _check_privacy_setup(self, n_samples, batch_size):
-        """Check the sampling, clipping and delta against the data; return q.
-
-        The Poisson sampling rate q is ``sample_rate`` when the estimator has
-        one set (``batch_size`` is then ignored), else
-        ``batch_size / n_samples``.
-        """
-        if self.epsilon is not None and not np.isfinite(self.max_grad_norm):
-            raise ValueError(
-                "max_grad_norm=inf turns clipping off, which only a non-private fit "
-                "(epsilon=None) can do: the noise scale is proportional to it."
-            )
-        sample_rate = self._fit_option("sample_rate")
-        if sample_rate is None:
-            q = self._rate_from_batch_size(n_samples, batch_size)
-        else:
-            q = self._checked_sample_rate(n_samples, sample_rate)
-        if self.epsilon is not None and self.delta >= 1.0 / n_samples:
-            warnings.warn(
-                f"delta={self.delta:g} is not smaller than 1/n_samples={1.0 / n_samples:.3g}; "
-                "a mechanism that publishes one random record satisfies such a guarantee. Use "
-                "delta well below 1/n_samples.",
-                UserWarning,
-            )
-        return q
-
-    @staticmethod
-    def _rate_from_batch_size(n_samples, batch_size):
-        if batch_size > n_samples:
-            raise ValueError(
-                f"batch_size={batch_size} is larger than the number of training samples "
-                f"({n_samples}); use batch_size <= {n_samples} (a few percent of the data is "
-                "typical for DP-SGD)."
-            )
-        return batch_size / n_samples
-
-    @staticmethod
-    def _checked_sample_rate(n_samples, sample_rate):
-        # relative slack so that sample_rate=1/n_samples passes despite rounding
-        if sample_rate * n_samples < 1.0 - 1e-9:
-            raise ValueError(
-                f"solver_options['sample_rate']={sample_rate:g} gives an expected batch of "
-                f"{sample_rate * n_samples:.3g} records on {n_samples} training samples, less "
-                f"than one; use a sample_rate >= 1/n_samples = {1.0 / n_samples:.3g} (a few "
-                "percent is typical for DP-SGD), or leave it out and set batch_size."
-            )
-        return float(sample_rate)
-
-    @staticmethod
-    def _expected_batch_size(n_samples, sampling_rate):
-        """The expected Poisson batch ``sampling_rate * n_samples``, rounded."""
-        return max(1, int(round(sampling_rate * n_samples)))
-
-    def _n_steps_requested(self, sampling_rate):
-        if self.max_steps is not None:
-            return int(self.max_steps)
-        return max(1, int(round(self.max_epochs / sampling_rate)))
-
-    #: Factor ``c`` of ``batch_size="auto"``: ``min(n // 4, max(64, c sqrt(n)))``.
-    _auto_batch_factor = 6
-
-    def _resolve_batch_size(self, n_samples):
-        """``batch_size``, with ``"auto"`` resolved to
-        ``min(n // 4, max(64, round(c * sqrt(n))))`` with ``c`` the class's
-        :attr:`_auto_batch_factor` (6: about 1000 for 30,000 records; never
-        more than a quarter of the data)."""
-        if self.batch_size == "auto":
-            factor = self._auto_batch_factor
-            return int(min(max(n_samples // 4, 1), max(64, round(factor * math.sqrt(n_samples)))))
-        return int(self.batch_size)
 
     def _build_module(self, n_features, n_outputs, seed):
         """User module or MLP, initialised from ``seed``; None for linear."""

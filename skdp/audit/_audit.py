@@ -11,7 +11,7 @@ from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.utils import check_array, check_random_state
 
-from ..privacy import spent
+from ..model_selection import spent
 from ._bounds import (
     clopper_pearson_epsilon_lower_bound,
     epsilon_lower_bound_from_scores,
@@ -42,7 +42,7 @@ class AuditResult:
         ``delta``, valid at ``confidence``.
     epsilon_claimed : float
         The epsilon the fitted estimator claims (``epsilon_``, or
-        :func:`~skdp.privacy.spent`'s for a pipeline; the largest over the
+        :func:`~skdp.model_selection.spent`'s for a pipeline; the largest over the
         repeated fits).
     delta : float
         The delta of the claim (``delta_``).
@@ -65,7 +65,7 @@ class AuditResult:
     estimator : estimator or None
         The fitted clone (one-run audits; None for repeated ones): the
         claim is ``epsilon_claimed``, its ``epsilon_`` or, for a pipeline,
-        ``skdp.privacy.spent(estimator)``.
+        ``skdp.model_selection.spent(estimator)``.
     gaussian : bool
         Whether the f-DP bound for Gaussian mechanisms was computed and the
         larger of the two one-run bounds reported (the claimed mechanism
@@ -196,7 +196,7 @@ def _claim(estimator):
     """``(epsilon, delta, dp_event)`` a fitted estimator claims: its own
     ``epsilon_``, or for a pipeline, ``ColumnTransformer`` or
     ``FeatureUnion`` the composition of every step's release that
-    :func:`~skdp.privacy.spent` certifies (each record goes through every
+    :func:`~skdp.model_selection.spent` certifies (each record goes through every
     step)."""
     if hasattr(estimator, "epsilon_") and not _is_workflow(estimator):
         return (float(estimator.epsilon_), float(getattr(estimator, "delta_", 0.0)),
@@ -380,7 +380,7 @@ def audit_one_run(estimator, X, y=None, *, n_canaries=1000, canary_scale=None, k
     The claim audited is the fitted estimator's ``epsilon_`` (a search's:
     every fit, the selection and the refit), or for a ``Pipeline``,
     ``ColumnTransformer`` or ``FeatureUnion`` the composition of every
-    step's release (:func:`~skdp.privacy.spent`): each record goes through
+    step's release (:func:`~skdp.model_selection.spent`): each record goes through
     every step.
 
     A bound above the claim refutes it (at that confidence); a bound below

@@ -35,8 +35,6 @@ from .._fit.regressor import BaseDPRegressor
 from .._fit.state import FitState
 from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..privacy import (
-    ACCOUNTANTS,
-    NEIGHBORING,
     BatchReleases,
     PrivacyBudgetError,
     Release,

@@ -564,7 +564,7 @@ def make_preprocessor(bunch, *, bounds="data", categories="data", epsilon=None, 
     epsilon : float or None, default=None
         None: the scikit-learn steps above. A float: private steps from
         :mod:`skdp.preprocessing` whose privacy adds up to this budget
-        (:func:`skdp.privacy.spent` composes them with the model's). The
+        (:func:`skdp.model_selection.spent` composes them with the model's). The
         numeric features go through a
         :class:`~skdp.preprocessing.DPStandardScaler` clipped to the public
         ``bounds`` (a dict is then required: ranges read from the data would
@@ -604,7 +604,7 @@ def make_preprocessor(bunch, *, bounds="data", categories="data", epsilon=None, 
 
     Private preprocessing, covered by an epsilon of its own:
 
-    >>> from skdp.privacy import spent
+    >>> from skdp.model_selection import spent
     >>> pre = make_preprocessor(adult, bounds=bounds, categories="schema", epsilon=0.1,
     ...                         random_state=0).fit(adult.data)
     >>> round(spent(pre).epsilon, 2)

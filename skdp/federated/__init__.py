@@ -4,7 +4,8 @@ The silo's computation, the server's side of a fit and the protocol between
 them live in :mod:`skdp.fairness.fermi` and import no Flower; this package
 only moves their messages, and registers ``engine="flower-simulation"``
 with :class:`~skdp.DPFERMIClassifier`. Flower is imported lazily, inside the engines, so that
-``import skdp`` never needs it (``pip install skdp[federated]`` adds it).
+``import skdp`` never needs it (``pip install 'flwr[simulation]==1.41.0'``, or
+``pip install -e ".[federated]"`` in a checkout, adds it).
 
 * :class:`FermiSilo`, :class:`SiloPolicy`: one silo's side (its records,
   its own release plan, budget and noise).

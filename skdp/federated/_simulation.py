@@ -17,8 +17,8 @@ def import_flower():
         import flwr  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "The Flower engines need Flower: pip install 'skdp[federated]' "
-            f"(flwr[simulation]==1.41.0). ({exc})"
+            "The Flower engines need Flower: pip install 'flwr[simulation]==1.41.0' (in a "
+            f"checkout of skdp: pip install -e '.[federated]'). ({exc})"
         ) from exc
 
 

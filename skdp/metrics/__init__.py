@@ -23,7 +23,12 @@ from ._fairness import (
     selection_rate,
     worst_group_accuracy,
 )
-from ._scorers import get_fairness_scorer, get_fairness_scorer_names, make_fairness_scorer
+from ._scorers import (
+    get_fairness_scorer,
+    get_fairness_scorer_names,
+    make_fairness_scorer,
+    needs_sensitive_features,
+)
 from ._worst_group import get_worst_group_scorer, worst_class_recall, worst_group_mean_squared_error
 
 __all__ = [
@@ -40,6 +45,7 @@ __all__ = [
     "get_fairness_scorer_names",
     "group_rates",
     "make_fairness_scorer",
+    "needs_sensitive_features",
     "selection_rate",
     "worst_group_accuracy",
     "get_worst_group_scorer",

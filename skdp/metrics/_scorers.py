@@ -54,6 +54,18 @@ def _call_response(estimator, response_method, X, pos_label=None):
     return getattr(estimator, response_method)(X)
 
 
+def needs_sensitive_features(scorer):
+    """Whether ``scorer`` is a fairness scorer of :mod:`skdp.metrics`, whose
+    metric also receives each test row's group.
+
+    >>> from skdp.metrics import make_fairness_scorer, needs_sensitive_features
+    >>> from skdp.metrics import demographic_parity_difference
+    >>> needs_sensitive_features(make_fairness_scorer(demographic_parity_difference))
+    True
+    """
+    return isinstance(scorer, _FairnessScorer)
+
+
 class _FairnessScorer(_Scorer):
     """Scorer whose metric also receives each test row's group.
 

@@ -12,7 +12,9 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from sklearn.base import clone
 
 from ..exceptions import PrivacyLeakWarning
-from ..privacy import PLD_DISCRETIZATION, compute_epsilon, leaf_steps, private_steps, spent
+from ..privacy import PLD_DISCRETIZATION, compute_epsilon
+from ._budget import leaf_steps, private_steps
+from ._spent import spent
 
 __all__ = ["TrainingSpent", "privacy_spent"]
 
@@ -167,7 +169,7 @@ def privacy_spent(search_or_cv_results, *, delta=None, warn=True, n_samples=None
     between folds, so the folds are not disjoint by construction.
 
     * ``cross_validate(..., return_estimator=True)`` results: the fitted
-      estimators' ``dp_event_`` (through :func:`skdp.privacy.spent`, so
+      estimators' ``dp_event_`` (through :func:`skdp.model_selection.spent`, so
       pipelines of private steps count every step) are composed exactly.
     * A fitted ``GridSearchCV`` / ``RandomizedSearchCV``: it keeps only the
       refitted ``best_estimator_``, whose event is composed exactly; the

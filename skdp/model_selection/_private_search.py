@@ -103,8 +103,11 @@ from ..privacy import (
     SecureGenerator,
     bernoulli_split,
     bound_units,
+    check_budget,
     compute_epsilon,
     gdp_epsilon,
+)
+from ._budget import (
     leaf_steps,
     param_path,
     plan_search_budget,
@@ -112,8 +115,7 @@ from ..privacy import (
     share_budget,
     stability_delta_bounds,
 )
-from ..privacy._accounting import _check_budget
-from ..privacy._spent import _is_fitted, _learns_nothing
+from ._spent import _is_fitted, _learns_nothing
 from ._refit import _BestWithin
 from ._selection import (
     LOSS_RELEASES,
@@ -255,7 +257,7 @@ def _reemit(caught, label, params):
 
 def _events(fitted):
     """dp event of a fitted candidate (every private step's ``dp_event_``,
-    as :func:`skdp.privacy.spent` collects them) and the sum of its steps'
+    as :func:`skdp.model_selection.spent` collects them) and the sum of its steps'
     ``selection_delta_`` (private category choices without candidates).
 
     Raises a ValueError naming a step that learnt from the data without
@@ -716,7 +718,7 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
     def _prepare(self, X, y, params):
         """Check the search's settings, the candidates and the data: a
         :class:`_Task` (nothing random, nothing fitted)."""
-        _check_budget(self.epsilon, self.delta)
+        check_budget(self.epsilon, self.delta)
         regression = is_regressor(self.estimator)
         if not (regression or is_classifier(self.estimator)):
             raise ValueError(

@@ -94,7 +94,7 @@ from sklearn.metrics import (
 from sklearn.metrics._scorer import _Scorer
 
 from .._groups import encode_groups, select_columns
-from ..metrics._scorers import _FairnessScorer
+from ..metrics import needs_sensitive_features
 from ..privacy import BatchReleases, Release, ReleasePlan, gaussian_noise
 
 __all__ = ["HistogramMetric", "LossMetric", "ScoreNoise", "confusion_histograms", "error_sums",
@@ -141,7 +141,8 @@ class HistogramMetric:
             parameters = inspect.signature(self.func).parameters
         except (TypeError, ValueError):  # builtins without a signature
             parameters = {}
-        self.needs_groups = isinstance(scorer, _FairnessScorer) or "sensitive_features" in parameters
+        self.needs_groups = (needs_sensitive_features(scorer)
+                             or "sensitive_features" in parameters)
         if "sample_weight" not in parameters and not any(
             p.kind is p.VAR_KEYWORD for p in parameters.values()
         ):

@@ -28,11 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from ..privacy import clipped_linear_sum, clipped_module_sum
-from ..privacy._clipping import (
+from ..privacy import (
     clip_factors,
     clipped_linear_diff_sum,
+    clipped_linear_sum,
     clipped_module_diff_sum,
+    clipped_module_sum,
     weighted_clipped_module_sum,
 )
 from ._rows import as_training_rows
@@ -186,13 +187,6 @@ class LinearBackend(_BatchRows):
         self.parameters = [self.weights]
         self._row_sq_norms = None
 
-    @property
-    def _rows(self):
-        """Every row with its column of ones: a full copy, made at each
-        access (for callers that still need the whole augmented table;
-        :attr:`rows` holds the rows themselves)."""
-        idx = torch.arange(self.rows.shape[0], device=self.rows.device)
-        return self._fill(idx, self._empty_batch(idx.numel()))
 
     def _empty_batch(self, size):
         """A batch of ``size`` rows whose trailing column (the bias input)
@@ -272,7 +266,7 @@ class LinearBackend(_BatchRows):
         same batch; with ``weights``, each gradient is clipped to
         ``inner_norm`` *then* weighted (the backend's ``record_weights``
         multiply both sides); see
-        :func:`skdp.privacy._clipping.clipped_linear_diff_sum`.
+        :func:`skdp.privacy.clipped_linear_diff_sum`.
         """
         weights = self.batch_weights(idx, weights)
         previous_weights = self.batch_weights(idx, previous_weights)
@@ -335,7 +329,7 @@ class ModuleBackend(_BatchRows):
     def clipped_weighted_grad_sum(self, idx, batch, logits_t, head, targets_t, weights,
                                   max_norm):
         """``sum_i w_i clip(g_i, max_norm)`` (clip, then weight; ``torch.func``);
-        see :func:`skdp.privacy._clipping.weighted_clipped_module_sum`; the
+        see :func:`skdp.privacy.weighted_clipped_module_sum`; the
         backend's ``record_weights`` multiply ``weights``."""
         weights = self.batch_weights(idx, weights)
         sums, sq_norms = weighted_clipped_module_sum(
@@ -347,7 +341,7 @@ class ModuleBackend(_BatchRows):
                               max_norm, *, inner_norm=None, logits_t=None,
                               previous_logits_t=None, weights=None, previous_weights=None):
         """Clipped sum of per-sample gradient differences (``torch.func``);
-        see :func:`skdp.privacy._clipping.clipped_module_diff_sum`."""
+        see :func:`skdp.privacy.clipped_module_diff_sum`."""
         weights = self.batch_weights(idx, weights)
         previous_weights = self.batch_weights(idx, previous_weights)
         sums, sq_norms = clipped_module_diff_sum(

@@ -3,7 +3,7 @@
 Each step learns its state under differential privacy (or from public
 bounds and categories, at no cost) and reports ``epsilon_``, ``delta_``,
 ``dp_event_`` and ``privacy_report_`` like every skdp estimator, so that
-:func:`skdp.privacy.spent` can add a whole pipeline up into one epsilon.
+:func:`skdp.model_selection.spent` can add a whole pipeline up into one epsilon.
 """
 
 from ..exceptions import PrivacyLeakWarning

@@ -261,7 +261,7 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     --------
     DPStandardScaler : Standardize with a private mean and variance.
     DPOneHotEncoder : One-hot encoding; missing values give all zeros.
-    skdp.privacy.spent : Total privacy of a fitted pipeline.
+    skdp.model_selection.spent : Total privacy of a fitted pipeline.
 
     Examples
     --------

@@ -154,7 +154,7 @@ class DPStandardScaler(BaseDPScaler):
     See Also
     --------
     DPMinMaxScaler : Scale to a range with public or private bounds.
-    skdp.privacy.spent : Total privacy of a fitted pipeline.
+    skdp.model_selection.spent : Total privacy of a fitted pipeline.
 
     Examples
     --------

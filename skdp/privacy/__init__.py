@@ -5,10 +5,9 @@ Poisson sampling, splits by a coin per record, per-sample gradient clipping
 Gaussian and Laplace noise, and accounting on dp-accounting events. A
 :class:`ReleasePlan` turns what a fit releases (sensitivities, mechanisms,
 budget shares) into noise scales and one accounted event; it is the only
-place where noise is calibrated. Budgets shared between the fits and steps
-of a workflow (a private search, a pipeline) are planned here too
-(:func:`plan_search_budget`, :func:`share_budget`, in Gaussian-DP units),
-and :func:`spent` composes what a fitted workflow spent. Sampling and noise draw from a seeded
+place where noise is calibrated. (Budgets over a workflow -- a search, a
+pipeline -- and :func:`~skdp.model_selection.spent` live a layer up, in
+:mod:`skdp.model_selection`.) Sampling and noise draw from a seeded
 ``torch.Generator`` or, for unpredictable randomness, from a
 :class:`SecureGenerator` backed by the operating system's CSPRNG.
 """
@@ -20,6 +19,7 @@ from ._accounting import (
     PrivacyBudgetError,
     calibrate_noise_multiplier,
     calibrate_steps,
+    check_budget,
     compute_epsilon,
     gdp_delta,
     gdp_epsilon,
@@ -32,39 +32,21 @@ from ._accounting import (
     poisson_gaussian_step,
     sensitivity_factor,
 )
-from ._budget import (
-    SearchBudget,
-    leaf_steps,
-    param_path,
-    plan_search_budget,
-    private_steps,
-    share_budget,
-    stability_delta_bounds,
-    step_weights,
-)
 from ._clipping import (
     clip_factors,
     clipped_linear_diff_sum,
     clipped_linear_sum,
     clipped_module_diff_sum,
     clipped_module_sum,
+    weighted_clipped_module_sum,
 )
 from ._communicator import LocalCommunicator, current_communicator, using_communicator
 from ._noise import NoiseStream, gaussian_noise, laplace_noise
-from ._plan import (
-    BatchReleases,
-    InitialRelease,
-    NoiseScale,
-    PrivacyReport,
-    Release,
-    ReleasePlan,
-    check_same_privacy_unit,
-    compose_reports,
-    silo_summary,
-)
+from ._plan import ReleasePlan
+from ._releases import BatchReleases, InitialRelease, NoiseScale, Release
+from ._report import PrivacyReport, check_same_privacy_unit, compose_reports, silo_summary
 from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
 from ._sampling import Batches, PoissonSampler, UnitSampler, bernoulli_split, make_sampler
-from ._spent import spent
 from ._weights import (
     UnitBounds,
     balanced_class_weights,
@@ -100,6 +82,7 @@ __all__ = [
     "clipped_linear_sum",
     "clipped_module_diff_sum",
     "clipped_module_sum",
+    "weighted_clipped_module_sum",
     "balanced_class_weights",
     "bound_units",
     "make_sampler",
@@ -115,24 +98,16 @@ __all__ = [
     "PrivacyBudgetError",
     "calibrate_noise_multiplier",
     "calibrate_steps",
+    "check_budget",
     "compute_epsilon",
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu",
     "gdp_to_pure_dp",
-    "SearchBudget",
-    "leaf_steps",
-    "param_path",
-    "plan_search_budget",
-    "private_steps",
-    "share_budget",
-    "stability_delta_bounds",
-    "step_weights",
     "joint_noise_multiplier",
     "pure_dp_to_gdp",
     "make_accountant",
     "poisson_gaussian_event",
     "poisson_gaussian_step",
     "sensitivity_factor",
-    "spent",
 ]

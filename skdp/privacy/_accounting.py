@@ -350,7 +350,7 @@ def calibrate_noise_multiplier(
     >>> round(sigma, 1)
     2.7
     """
-    _check_budget(target_epsilon, delta)
+    check_budget(target_epsilon, delta)
     sigma = _calibrate_noise_cached(
         float(target_epsilon), float(delta), float(sampling_rate), int(steps),
         accountant, neighboring, initial_event,
@@ -421,13 +421,19 @@ def calibrate_steps(
     >>> calibrate_steps(poisson_gaussian_step(4.0, 0.032), 1.0, 1e-5, max_steps=5000)
     1057
     """
-    _check_budget(target_epsilon, delta)
+    check_budget(target_epsilon, delta)
     return _max_steps_cached(
         step_event, float(target_epsilon), float(delta), accountant, int(max_steps), initial_event
     )
 
 
-def _check_budget(epsilon, delta):
+def check_budget(epsilon, delta):
+    """A ValueError unless ``epsilon`` is positive and finite and ``delta``
+    in (0, 1).
+
+    >>> from skdp.privacy import check_budget
+    >>> check_budget(1.0, 1e-5)
+    """
     if not (np.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}.")
     if not 0 < delta < 1:
@@ -447,7 +453,7 @@ def gdp_mu(epsilon, delta):
     >>> round(gdp_mu(1.0, 1e-5), 3)
     0.268
     """
-    _check_budget(epsilon, delta)
+    check_budget(epsilon, delta)
 
     def excess(mu):
         return gdp_delta(epsilon, mu) - delta

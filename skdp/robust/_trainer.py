@@ -50,12 +50,10 @@ import math
 import time
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from .._training import make_optimizer
-from ..privacy import NoiseStream, current_communicator, make_sampler, weigh
-from ..privacy._clipping import clip_factors
+from ..privacy import NoiseStream, clip_factors, current_communicator, make_sampler, weigh
 
 #: Largest per-sample weight handed to float32 gradient code: clip(w g, C)
 #: only differs from clip(min(w, cap) g, C) for records with |g| < C / cap.
@@ -596,7 +594,3 @@ def release_names(algorithm, formulation):
             return ("v_anchor", "u_anchor", "s_anchor"), ("v_diff", "u_diff", "s_diff")
         return ("v_anchor", "s_anchor"), ("v_diff", "s_diff")
     return (), ("x_grad", "dual_grad")
-
-
-def history_to_numpy(history):
-    return {k: np.asarray(v) for k, v in history.items()}

@@ -89,9 +89,6 @@ def record_cells(groups, strata, n_groups, n_strata):
     return lib.where(strata >= 0, strata * n_groups + groups, spare)
 
 
-def inverse_sqrt_priors(priors):
-    """``1 / sqrt(pi)`` of a (M, k) prior table (tensor)."""
-    return priors.rsqrt()
 
 
 def ermi_coefficients(W, inv_sqrt):

@@ -22,7 +22,7 @@ from ...privacy import compose_reports, current_communicator, silo_summary
 from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
 from ._server import FermiRun, LocalSilos, engine, train_on_silos
 from ._trainer import SCHEDULES
-from .protocol import CHECK_LOSS_BOUND, PRIVACY_UNITS, PROTOCOL
+from .protocol import PRIVACY_UNITS, PROTOCOL
 
 #: Engines that move the silos' messages (see :ref:`federated`).
 ENGINES = ("inprocess", "flower-simulation")
@@ -406,7 +406,8 @@ class DPFERMIClassifier(BaseDPClassifier):
         'What runs the silos. ``"inprocess"``: all silos in this process, in one batched '
         'pass per round (no extra dependency). ``"flower-simulation"``: each silo is a '
         "Flower ``ClientApp`` in Flower's simulation engine (``pip install "
-        'skdp[federated]``), with its own release plan, budget and noise, exchanging only '
+        "'flwr[simulation]==1.41.0'``), with its own release plan, budget and noise, "
+        'exchanging only '
         'noisy messages with a ``ServerApp``. Seeded fits give the same model in both '
         '(and in a Flower deployment, see :ref:`federated`).'),
     "engine_options": SolverOption(
@@ -797,7 +798,7 @@ class DPFERMIClassifier(BaseDPClassifier):
             n_classes = len(self.classes_)
             self.prediction_counts_ = fit.check[:-1].reshape(-1, n_classes, n_classes)
             self.check_noise_std_ = fit.check_std
-            self._judge_model(fit.check[-1] * CHECK_LOSS_BOUND, fit.check_std)
+            self._judge_model(fit.check[-1] * ModelCheck.loss_bound, fit.check_std)
         return self
 
     # ------------------------------------------------------------- inputs

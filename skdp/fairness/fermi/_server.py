@@ -625,6 +625,6 @@ def engine(name):
     if name not in _ENGINES:
         raise ImportError(
             f"engine={name!r} is provided by skdp.federated, which did not register it; "
-            "import skdp.federated (it needs Flower: pip install 'skdp[federated]')."
+            "import skdp.federated (it needs Flower: pip install 'flwr[simulation]==1.41.0')."
         )
     return _ENGINES[name]

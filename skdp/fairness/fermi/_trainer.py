@@ -54,7 +54,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from ..._training import TailAverage, make_optimizer, one_torch_thread
-from ...models._backends import LinearBackend, make_backend
+from ...models import LinearBackend, check_sums, make_backend
 from ...privacy import (
     LocalCommunicator,
     PoissonSampler,
@@ -67,7 +67,6 @@ from ...privacy import (
 )
 from ._ermi import project_frobenius, w_gradient_from_sums
 from .protocol import (
-    CHECK_LOSS_BOUND,
     CHECK_ROUND,
     PRIORS_ROUND,
     Broadcast,
@@ -692,7 +691,7 @@ def check_vector(logits_t, y_codes, groups, n_groups, std, generator, weights=No
     -------
     ndarray of shape (n_groups * n_classes**2 + 1,)
     """
-    return _noisy(_check_sums(logits_t, y_codes, groups, n_groups, weights), std, generator)
+    return _noisy(check_sums(logits_t.T, y_codes, groups, n_groups, weights), std, generator)
 
 
 def silo_check(backend, data, start, stop, groups, n_groups, std, generator, weights=None,
@@ -709,25 +708,9 @@ def silo_check(backend, data, start, stop, groups, n_groups, std, generator, wei
         positions = torch.arange(a, b, device=data.records.device)
         logits_t = backend.forward(data.backend_rows(positions))[1]
         labels = data.records[2:, a:b].argmax(0)
-        values += _check_sums(logits_t, labels, groups[a - start:b - start], n_groups,
+        values += check_sums(logits_t.T, labels, groups[a - start:b - start], n_groups,
                               None if weights is None else weights[a - start:b - start])
     return _noisy(values, std, generator, comm)
-
-
-def _check_sums(logits_t, y_codes, groups, n_groups, weights=None):
-    """The exact values of :func:`check_vector` (float64 tensor)."""
-    n_classes = logits_t.shape[0]
-    logits = logits_t.T.double().nan_to_num(nan=0.0)
-    log_p = torch.log_softmax(logits, dim=1)
-    predicted = logits.argmax(1)
-    cells = (groups * n_classes + y_codes) * n_classes + predicted
-    weights = None if weights is None else weights.double()
-    counts = torch.bincount(cells, weights=weights,
-                            minlength=n_groups * n_classes * n_classes).double()
-    losses = (-log_p.gather(1, y_codes[:, None])[:, 0]).nan_to_num(
-        nan=CHECK_LOSS_BOUND, posinf=CHECK_LOSS_BOUND).clamp(0.0, CHECK_LOSS_BOUND)
-    losses = weigh(losses, weights)
-    return torch.cat([counts, (losses.sum() / CHECK_LOSS_BOUND)[None]])
 
 
 def _noisy(values, std, generator, comm=None):
@@ -1148,27 +1131,3 @@ def run_rounds(backend, priors, n_classes, config, exchange):
         "learning_rate": torch.tensor(rates, dtype=dtype),
         "W": broadcast.W.clone(),
     }
-
-
-def train_fermi(backend, onehot, cells, priors, config, randomness):
-    """Run DP-FERMI with ``N`` silos in process and return its history.
-
-    Parameters
-    ----------
-    backend : LinearBackend or ModuleBackend
-        Model on all rows, silos in contiguous blocks (``config.silo_sizes``).
-    onehot : tensor of shape (n, l)
-    cells : long tensor of shape (n,)
-        ERMI cell of each row.
-    priors : tensor of shape (M, k)
-    config : FermiConfig
-    randomness : list of SiloRandomness, one per silo
-
-    Returns
-    -------
-    dict
-        See :func:`run_rounds`.
-    """
-    exchange = InProcessSilos(backend, onehot, cells, priors.numel(), config, randomness,
-                              priors=priors)
-    return run_rounds(backend, priors, onehot.shape[1], config, exchange)

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...models import CHECK_SHARE
 from ...privacy import (
     BatchReleases,
     InitialRelease,
@@ -52,8 +53,8 @@ from ...privacy import (
     SecureGenerator,
     UnitBounds,
     bound_units,
+    uniform_,
 )
-from ...privacy._random import uniform_
 from ._ermi import w_gradient_clip, w_gradient_replace_sensitivity
 
 #: Privacy units a silo may accept (it chooses; see :class:`skdp.federated.SiloPolicy`).
@@ -74,10 +75,6 @@ _PRIOR_SHARE = 0.02
 #: counts of ``class_weight="balanced"`` (``settings["class_counts"]``).
 CLASS_COUNT_SHARE = 0.02
 
-#: Share of the whole budget (GDP ``mu^2``) spent on the check of the
-#: returned model (``settings["model_check"]``), and the per-record bound of
-#: the log-loss it sums.
-CHECK_SHARE, CHECK_LOSS_BOUND = 0.02, 10.0
 
 #: Per-record clamps of the monitored loss and psi values.
 LOSS_BOUND, PSI_BOUND = 5.0, 2.0

@@ -1005,19 +1005,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         return super().privacy_curve(n_points)
 
     # ------------------------------------------------------------ warnings
-    def _size_error(self):
-        """Bound on each constraint value's error from the noisy one-off sizes
-        (``denominator="expected"``): a rate ``N / m`` divided by a size off by
-        a relative ``e`` is off by at most ``e`` (rates are at most 1), so
-        constraint ``j`` is off by at most ``sum_m max_k |A[j, m, k]| e_m``,
-        with ``e_m`` the noise std over the noisy size (public noise)."""
-        compiled = self.constraints_
-        if self._option("denominator") != "expected" or not self.cell_size_noise_:
-            return np.zeros(compiled.n_constraints)
-        n_cells = np.asarray(compiled.membership).sum(1)
-        total = np.maximum(self.expected_sizes_ / self.sampling_rate_, 1.0)
-        relative = np.minimum(self.cell_size_noise_ * np.sqrt(n_cells) / total, 1.0)
-        return np.abs(np.asarray(compiled.coefficients)).max(2) @ relative
+
 
     def _judge_model(self, loss_sum, std):
         """The check of the returned model, and its constraint values:

@@ -19,7 +19,7 @@ Which step reads the data, and what stability delta it may add, is each
 step's own answer (``_skdp_reads_data()``, ``_skdp_stability_delta()``),
 read here; :func:`leaf_steps` is the one walk over ``Pipeline``,
 ``ColumnTransformer`` and ``FeatureUnion`` that skdp uses (also by
-:func:`~skdp.privacy.spent`).
+:func:`~skdp.model_selection.spent`).
 """
 
 import math
@@ -29,7 +29,7 @@ import numpy as np
 from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import FeatureUnion, Pipeline
 
-from ._accounting import gdp_epsilon, gdp_mu
+from ..privacy import gdp_epsilon, gdp_mu
 
 
 # ------------------------------------------------------------- the walk
@@ -63,7 +63,7 @@ def leaf_steps(estimator, prefix="", *, fitted=False):
     >>> from sklearn.pipeline import Pipeline
     >>> from skdp import DPSGDClassifier
     >>> from skdp.preprocessing import DPStandardScaler
-    >>> from skdp.privacy import leaf_steps
+    >>> from skdp.model_selection._budget import leaf_steps
     >>> pipe = Pipeline([("scale", DPStandardScaler()), ("clf", DPSGDClassifier())])
     >>> [path for path, _ in leaf_steps(pipe)]
     ['scale', 'clf']
@@ -82,7 +82,7 @@ def leaf_steps(estimator, prefix="", *, fitted=False):
 def param_path(path, name):
     """The parameter name of ``name`` on the step at ``path``.
 
-    >>> from skdp.privacy import param_path
+    >>> from skdp.model_selection._budget import param_path
     >>> param_path("pre__num", "epsilon"), param_path("", "epsilon")
     ('pre__num__epsilon', 'epsilon')
     """
@@ -132,7 +132,7 @@ def stability_delta_bounds(estimator):
     >>> from sklearn.pipeline import Pipeline
     >>> from skdp import DPSGDClassifier
     >>> from skdp.preprocessing import DPOneHotEncoder
-    >>> from skdp.privacy import stability_delta_bounds
+    >>> from skdp.model_selection._budget import stability_delta_bounds
     >>> pipe = Pipeline([("enc", DPOneHotEncoder(delta=1e-8)), ("clf", DPSGDClassifier())])
     >>> stability_delta_bounds(pipe)
     [('enc', 5e-09)]
@@ -197,7 +197,9 @@ def share_budget(estimator, steps, mu, step_shares=None):
     >>> from sklearn.pipeline import Pipeline
     >>> from skdp import DPSGDClassifier
     >>> from skdp.preprocessing import DPStandardScaler
-    >>> from skdp.privacy import gdp_mu, private_steps, share_budget
+    >>> from skdp.model_selection import share_budget
+    >>> from skdp.model_selection._budget import private_steps
+    >>> from skdp.privacy import gdp_mu
     >>> pipe = Pipeline([("scale", DPStandardScaler(epsilon=0.1)),
     ...                  ("clf", DPSGDClassifier(epsilon=1.0))])
     >>> budgets = share_budget(pipe, private_steps(pipe), gdp_mu(2.0, 1e-5))
@@ -257,7 +259,7 @@ def plan_search_budget(epsilon, delta, n_candidates, refit_share=0.0):
 
     Examples
     --------
-    >>> from skdp.privacy import plan_search_budget
+    >>> from skdp.model_selection import plan_search_budget
     >>> plan = plan_search_budget(1.0, 1e-5, n_candidates=4, refit_share=0.2)
     >>> round(4 * plan.candidate**2 + plan.refit**2 - plan.mu**2, 12)
     0.0

@@ -29,7 +29,7 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.validation import check_is_fitted
 
 from ..exceptions import PrivacyLeakWarning
-from ._accounting import ACCOUNTANTS, compute_epsilon
+from ..privacy import ACCOUNTANTS, compute_epsilon
 from ._budget import _children, leaf_steps
 
 #: Fitted attributes that only describe the input's schema (public).
@@ -354,7 +354,7 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
     >>> from sklearn.pipeline import make_pipeline
     >>> from skdp import DPSGDClassifier
     >>> from skdp.preprocessing import DPStandardScaler
-    >>> from skdp.privacy import spent
+    >>> from skdp.model_selection import spent
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(0, 10, size=(2000, 3))
     >>> y = (X[:, 0] > 5).astype(int)
