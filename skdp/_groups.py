@@ -14,11 +14,12 @@ pandas is never imported here unless the input is a pandas object or an
 object array that may hold pandas' missing-value markers.
 """
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 
-__all__ = ["check_sensitive_features", "encode_groups", "select_columns"]
+__all__ = ["check_sensitive_features", "encode_groups", "select_columns", "warn_if_misaligned"]
 
 
 def _is_dataframe(X):
@@ -116,6 +117,21 @@ def _to_columns(sensitive_features, n_samples, name):
                 "group label. Fill them, for example with their own label such as 'unknown'."
             )
     return columns
+
+
+def warn_if_misaligned(X, values, name="sensitive_features"):
+    """Warn when ``X`` and ``values`` are both pandas objects whose indexes
+    differ: they are used by position, as scikit-learn uses them."""
+    index_x, index_v = getattr(X, "index", None), getattr(values, "index", None)
+    if index_x is None or index_v is None or not hasattr(index_v, "equals"):
+        return
+    if len(index_x) == len(index_v) and not index_x.equals(index_v):
+        warnings.warn(
+            f"{name} and X have different pandas indexes; they are matched by position "
+            f"(row i of X with row i of {name}), as scikit-learn does, not by index label. "
+            f"If that is not what you meant, align them first, e.g. {name}.loc[X.index].",
+            UserWarning, stacklevel=4,
+        )
 
 
 def check_sensitive_features(sensitive_features, n_samples, *, name="sensitive_features"):

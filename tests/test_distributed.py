@@ -305,8 +305,11 @@ def test_same_batches_and_noise_give_the_same_model(name, parallel, single_fits)
     if hasattr(single, "classes_"):
         np.testing.assert_array_equal(dist_fit.classes_, single.classes_)
         assert (dist_fit.predict(X) == single.predict(X)).mean() > 0.99
-        np.testing.assert_allclose(dist_fit.prediction_counts_, single.prediction_counts_,
-                                   atol=5.0)
+        if single.prediction_counts_ is None:  # too few records for the check
+            assert dist_fit.prediction_counts_ is None
+        else:
+            np.testing.assert_allclose(dist_fit.prediction_counts_, single.prediction_counts_,
+                                       atol=5.0)
     else:
         assert dist_fit.y_scale_ == single.y_scale_
         np.testing.assert_allclose(dist_fit.predict(X), single.predict(X), rtol=1e-4, atol=1e-3)

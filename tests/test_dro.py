@@ -343,8 +343,11 @@ def test_epsilon_recomputed_from_dp_event(kwargs):
         # different rates
         initial, *events = clf.dp_event_.events
         noise = clf.privacy_report_.noise
+        # (those of them the records are enough for: the check is skipped on
+        # 800 records)
         joint = sum(noise[name].multiplier ** -2
-                    for name in ("score_calibration", "model_check")) ** -0.5
+                    for name in ("score_calibration", "model_check", "clipped_share")
+                    if name in noise) ** -0.5
         assert initial.noise_multiplier == pytest.approx(joint)
         assert [e.count for e in events] == list(clf.privacy_report_.steps)
         assert clf.privacy_report_.sampling_rates[0] > clf.privacy_report_.sampling_rates[1]

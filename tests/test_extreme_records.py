@@ -42,26 +42,31 @@ def _with_extreme(X, kind):
     return X
 
 
+#: A budget at which N records are enough for every release after training
+#: (calibration, model check, clipped share), so that an extreme record
+#: meets them all; finiteness does not depend on epsilon.
+EPSILON = 50.0
+
 CLASSIFIERS = {
-    "dpsgd": lambda: DPSGDClassifier(max_steps=60, random_state=0),
-    "dpsgd_mlp": lambda: DPSGDClassifier(max_steps=60, hidden_layer_sizes=(8,), random_state=0),
-    "raco": lambda: DPRateConstrainedClassifier(max_steps=60, random_state=0),
-    "raco_mlp": lambda: DPRateConstrainedClassifier(max_steps=60, hidden_layer_sizes=(4,),
+    "dpsgd": lambda: DPSGDClassifier(epsilon=EPSILON, max_steps=60, random_state=0),
+    "dpsgd_mlp": lambda: DPSGDClassifier(epsilon=EPSILON, max_steps=60, hidden_layer_sizes=(8,), random_state=0),
+    "raco": lambda: DPRateConstrainedClassifier(epsilon=EPSILON, max_steps=60, random_state=0),
+    "raco_mlp": lambda: DPRateConstrainedClassifier(epsilon=EPSILON, max_steps=60, hidden_layer_sizes=(4,),
                                                     random_state=0),
-    "fermi": lambda: DPFERMIClassifier(max_steps=60, random_state=0),
-    "fermi_mlp": lambda: DPFERMIClassifier(max_steps=60, hidden_layer_sizes=(4,),
+    "fermi": lambda: DPFERMIClassifier(epsilon=EPSILON, max_steps=60, random_state=0),
+    "fermi_mlp": lambda: DPFERMIClassifier(epsilon=EPSILON, max_steps=60, hidden_layer_sizes=(4,),
                                            random_state=0),
-    "fermi_attribute": lambda: DPFERMIClassifier(max_steps=60, privacy_unit="sensitive_attribute",
+    "fermi_attribute": lambda: DPFERMIClassifier(epsilon=EPSILON, max_steps=60, privacy_unit="sensitive_attribute",
                                                  random_state=0),
-    "dro_double_spider": lambda: DPDROClassifier(max_steps=60, random_state=0,
+    "dro_double_spider": lambda: DPDROClassifier(epsilon=EPSILON, max_steps=60, random_state=0,
                                                  solver_options={"algorithm": "double_spider"}),
-    "dro_dp_sgd": lambda: DPDROClassifier(max_steps=60, random_state=0,
+    "dro_dp_sgd": lambda: DPDROClassifier(epsilon=EPSILON, max_steps=60, random_state=0,
                                           solver_options={"algorithm": "dp_sgd"}),
-    "dro_recursive_spider": lambda: DPDROClassifier(divergence="kl", rho=0.5, max_steps=60,
+    "dro_recursive_spider": lambda: DPDROClassifier(epsilon=EPSILON, divergence="kl", rho=0.5, max_steps=60,
                                                     random_state=0, solver_options={"algorithm": "recursive_spider"}),
-    "dro_mlp": lambda: DPDROClassifier(hidden_layer_sizes=(4,), max_steps=60, random_state=0,
+    "dro_mlp": lambda: DPDROClassifier(epsilon=EPSILON, hidden_layer_sizes=(4,), max_steps=60, random_state=0,
                                        solver_options={"algorithm": "double_spider"}),
-    "bilevel_logistic": lambda: DPBilevelLogisticRegression(random_state=0),
+    "bilevel_logistic": lambda: DPBilevelLogisticRegression(epsilon=EPSILON, random_state=0),
 }
 
 REGRESSORS = {
@@ -181,8 +186,9 @@ def test_multiclass_check_survives_one_extreme_record(kind, hidden):
     again: an extreme one must not turn its release into NaN."""
     X, y, _, _ = _data()
     y3 = y + (X[:, 2] > 0.5)
-    clean = DPSGDClassifier(max_steps=60, hidden_layer_sizes=hidden, random_state=0).fit(X, y3)
-    extreme = DPSGDClassifier(max_steps=60, hidden_layer_sizes=hidden, random_state=0).fit(
-        _with_extreme(X, kind), y3)
+    clean = DPSGDClassifier(epsilon=EPSILON, max_steps=60, hidden_layer_sizes=hidden,
+                            random_state=0).fit(X, y3)
+    extreme = DPSGDClassifier(epsilon=EPSILON, max_steps=60, hidden_layer_sizes=hidden,
+                              random_state=0).fit(_with_extreme(X, kind), y3)
     _assert_same_finiteness(clean, extreme)
     assert np.isfinite(extreme.prediction_counts_).all() and np.isfinite(extreme.check_log_loss_)

@@ -761,14 +761,17 @@ def test_unmet_tolerance_is_flagged():
         constraint=[FalseNegativeRate(0.0), FalsePositiveRate(0.0)], epsilon=1.0,
         max_epochs=4, random_state=0,
     )
-    with pytest.warns(UserWarning, match=r"Constraints not met.*FNR\[class=1\]: \+0\.\d+"):
+    with pytest.warns(UserWarning, match=r"Constraints violated.*FNR\[class=1\]: \+0\.\d+"):
         clf.fit(X, y, sensitive_features=group)
     assert clf.constraints_met_ is False
     assert clf.noisy_violation_.shape == (2,) and clf.noisy_violation_.max() > 0.1
-    # a satisfiable tolerance is not flagged
-    easy = DPRateConstrainedClassifier(tolerance=0.3, epsilon=1.0, max_epochs=4, random_state=0)
+    # a tolerance the model meets beyond the check's noise is not flagged (a
+    # binding one leaves the model at the boundary, within the check's noise
+    # std of about 0.04: undetermined)
+    easy = DPRateConstrainedClassifier(tolerance=0.9, epsilon=1.0, max_epochs=4, random_state=0)
     easy.fit(X, y, sensitive_features=group)
     assert easy.constraints_met_ is True
+    assert set(easy.constraint_verdicts_) == {"met"}
 
 
 def test_constant_classifier_is_flagged(biased):

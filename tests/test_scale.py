@@ -379,9 +379,10 @@ def test_check_in_blocks_with_groups_and_many_classes(monkeypatch):
     y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)
     X = X.astype(np.float64)
     fit = {"sensitive_features": groups}
-    whole = DPSGDClassifier(random_state=1, max_epochs=2).fit(X, y, **fit)
+    # a budget at which 1,200 records are enough for the check of 3 classes
+    whole = DPSGDClassifier(epsilon=50.0, random_state=1, max_epochs=2).fit(X, y, **fit)
     monkeypatch.setattr(fit_rows, "SCORE_BLOCK", 50)
-    blocks = DPSGDClassifier(random_state=1, max_epochs=2).fit(X, y, **fit)
+    blocks = DPSGDClassifier(epsilon=50.0, random_state=1, max_epochs=2).fit(X, y, **fit)
     _assert_same_fit(whole, blocks)
     assert whole.prediction_counts_.shape == (len(whole.groups_), 3, 3)
 

@@ -14,6 +14,7 @@ from skdp import (
     DPRateConstrainedClassifier,
     DPSGDClassifier,
 )
+from skdp.exceptions import ModelCheckWarning
 from skdp.privacy import compute_epsilon
 
 CLASSIFIERS = {
@@ -154,9 +155,11 @@ def test_a_check_drowned_in_noise_says_so_instead_of_a_verdict():
     y = (X[:, 0] + 0.5 * rng.normal(size=600) > 0).astype(int)
     units = rng.integers(0, 60, 600)
     for seed in (0, 4):
-        with pytest.warns(UserWarning, match="cannot judge") as caught:
-            DPSGDClassifier(max_steps=30, random_state=seed).fit(X, y, unit_ids=units)
+        # known before spending: the check is skipped, and says so
+        with pytest.warns(ModelCheckWarning, match="skipped.*cannot tell") as caught:
+            model = DPSGDClassifier(max_steps=30, random_state=seed).fit(X, y, unit_ids=units)
         assert not any("worse than a constant" in str(w.message) for w in caught)
+        assert "model_check" not in model.privacy_report_.noise
     # enough records for the check: a verdict, not this warning
     X = rng.normal(size=(5000, 3))
     y = (X[:, 0] > 0).astype(int)

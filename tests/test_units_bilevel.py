@@ -270,7 +270,9 @@ def test_one_off_releases_are_weighted_per_unit(Estimator, monkeypatch):
         assert np.array_equal(histograms[-1], fit.units.factors)
     else:
         assert "class_counts" in est.privacy_report_.noise
-        assert "score_calibration" in est.privacy_report_.noise
+        # 60 units are too few for the calibration's noise (about 280 at
+        # epsilon=1): not made
+        assert "score_calibration" not in est.privacy_report_.noise
         assert np.all(est.class_weight_ > 0)
 
 

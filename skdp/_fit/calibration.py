@@ -19,6 +19,8 @@ score, hence every prediction: the fairness estimators use it, so that the
 rates their constraints bound are those of the calibrated model.
 """
 
+import math
+
 import numpy as np
 from scipy.optimize import minimize
 
@@ -171,29 +173,43 @@ def fit_score_map(counts, noise_std=0.0, temperature_only=False):
         return 1.0, 0.0
     centres, pooled = pool_bins(counts, noise_std)
     if len(pooled) < MIN_POOLED_BINS or (pooled.sum(0) == 0).any():
-        # too few records above the noise to tell a slope: the constant
-        # predictor of the noisy class shares (a temperature-only map keeps
-        # the model's predictions and only flattens its probabilities)
-        if temperature_only:
-            return MIN_TEMPERATURE_SCALE, 0.0
-        return 0.0, float(np.log(positive / negative))
+        # too few records above the noise to tell a slope: the model as
+        # trained (the noise cannot say that another map is better)
+        return 1.0, 0.0
     weights = np.concatenate([pooled[:, 0], pooled[:, 1]])
     scores = np.concatenate([centres, centres])
     labels = np.concatenate([np.zeros(len(centres)), np.ones(len(centres))])
     total = weights.sum()
     weights = weights / total
     spread = np.sum(weights * (scores - np.sum(weights * scores)) ** 2)
-    # shrink the calibrated scores' spread towards the constant predictor in
-    # proportion to the noise per record
-    penalty = SHRINKAGE * noise_std / total * spread
+    # a Gaussian prior as strong as the noise per record, centred on one of
+    # two maps: the identity (the model as trained) or the constant
+    # predictor of the class shares. The counts choose the centre whose
+    # fitted map explains them better, so that a noisy map leaves a good
+    # model as trained and a model worse than a constant is flattened
+    strength = SHRINKAGE * noise_std * math.sqrt(len(pooled)) / total
+    fits = [_fit_around(centre, scores, labels, weights, spread, strength, temperature_only)
+            for centre in ((1.0, 0.0), (0.0, 0.0 if temperature_only
+                                        else float(np.log(positive / negative))))]
+    (scale, shift), _ = min(fits, key=lambda fit: fit[1])
+    return scale, shift
+
+
+def _fit_around(centre, scores, labels, weights, spread, strength, temperature_only):
+    """``((scale, shift), objective)``: the map minimising the weighted
+    log-loss of the pooled bins plus a Gaussian penalty of ``strength``
+    around ``centre`` (the scale's in units of the scores' ``spread``)."""
+    scale0, shift0 = centre
 
     def loss(params):
         scale, shift = params[0], (0.0 if temperature_only else params[1])
         z = scale * scores + shift
         p = 0.5 * (1.0 + np.tanh(z / 2))  # the logistic function, stable
-        value = np.sum(weights * (np.logaddexp(0.0, z) - labels * z)) + 0.5 * penalty * scale**2
+        value = (np.sum(weights * (np.logaddexp(0.0, z) - labels * z))
+                 + 0.5 * strength * (spread * (scale - scale0) ** 2 + (shift - shift0) ** 2))
         residual = weights * (p - labels)
-        grad = np.array([np.sum(residual * scores) + penalty * scale, np.sum(residual)])
+        grad = np.array([np.sum(residual * scores) + strength * spread * (scale - scale0),
+                         np.sum(residual) + strength * (shift - shift0)])
         return value, grad[:1] if temperature_only else grad
 
     start = np.array([1.0] if temperature_only else [1.0, 0.0])
@@ -204,4 +220,4 @@ def fit_score_map(counts, noise_std=0.0, temperature_only=False):
     result = minimize(loss, start, jac=True, method="L-BFGS-B", bounds=bounds)
     scale = float(result.x[0])
     shift = 0.0 if temperature_only else float(result.x[1])
-    return scale, shift
+    return (scale, shift), float(result.fun)

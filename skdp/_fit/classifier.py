@@ -11,10 +11,10 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.extmath import softmax
 from sklearn.utils.multiclass import check_classification_targets
 
-from .._groups import encode_groups
+from .._groups import encode_groups, warn_if_misaligned
 from ..privacy import current_communicator
 from .columns import split_fit_only_columns, split_sensitive_columns
-from .releases import ClassCounts, ModelCheck, ScoreCalibration, is_balanced
+from .releases import ClassCounts, ClippedShare, ModelCheck, ScoreCalibration, is_balanced
 from .rows import linear_scores
 from .template import BaseDPEstimator
 
@@ -41,7 +41,7 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
 
     _released_attributes = BaseDPEstimator._released_attributes | {
         "score_calibration_", "check_log_loss_", "check_constant_log_loss_",
-        "prediction_counts_", "prediction_shares_", "class_weight_",
+        "prediction_counts_", "prediction_shares_", "class_weight_", "clipped_share_",
     }
 
     _parameter_constraints = {
@@ -50,6 +50,7 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         "sensitive_groups": ["array-like", None],
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "calibration": [StrOptions({"auto"}), None],
+        "model_check": ["boolean"],
     }
 
     _fit_only_column_params = ("sensitive_columns", "unit_column")
@@ -57,7 +58,7 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
     #: The one-off releases of a private classifier's fit: the class counts of
     #: ``class_weight="balanced"`` (before training), the Platt calibration
     #: of a binary model's scores and the check of the returned model.
-    _fit_releases = (ClassCounts(), ScoreCalibration(), ModelCheck())
+    _fit_releases = (ClassCounts(), ScoreCalibration(), ModelCheck(), ClippedShare())
 
     # ------------------------------------------------------------------ fit
     def _validate_training_data(self, X, y, sensitive_features, *, units=False,
@@ -84,6 +85,8 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         of ``X`` (``from_columns``: the sensitive columns' values, or None)."""
         if sensitive_features is None:
             sensitive_features = from_columns
+        else:
+            warn_if_misaligned(X, sensitive_features)
         X, y = self._validated_X_y(self, X, y)
         check_classification_targets(y)
         encoder = LabelEncoder()

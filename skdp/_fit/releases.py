@@ -18,13 +18,22 @@ import warnings
 import numpy as np
 import torch
 
+from ..exceptions import ClippingWarning, ModelCheckWarning
 from ..models import CHECK_LOSS_BOUND, CHECK_SHARE, check_terms
-from ..privacy import InitialRelease, balanced_class_weights, current_communicator, gaussian_noise
-from .calibration import calibration_counts, fit_score_map
-from .rows import row_blocks
+from ..privacy import (
+    InitialRelease,
+    balanced_class_weights,
+    current_communicator,
+    gaussian_noise,
+    gdp_mu,
+    verdict_margin,
+)
+from .calibration import MIN_POOLED_BINS, POOL_STDS, calibration_counts, fit_score_map
+from .rows import row_blocks, row_sq_norms
 from .units import unit_factors
 
-__all__ = ["ClassCounts", "FitRelease", "ModelCheck", "ScoreCalibration", "TargetScale",
+__all__ = ["ClassCounts", "ClippedShare", "FitRelease", "ModelCheck", "ScoreCalibration",
+           "TargetScale",
            "release_counts", "target_histogram"]
 
 
@@ -73,6 +82,33 @@ class FitRelease:
     def applies(self, estimator):
         """Whether ``estimator``'s settings (public) ask for this release."""
         return True
+
+    def planned_std(self, estimator):
+        """The noise standard deviation a private fit of ``estimator`` gives
+        this release, from public settings only: a one-off release with
+        budget share ``s`` of a fit at ``(epsilon, delta)`` gets the
+        Gaussian noise of ``sqrt(s) * mu`` GDP, ``mu`` that of the budget
+        (:class:`~skdp.privacy.ReleasePlan`)."""
+        mu = gdp_mu(estimator.epsilon, estimator.delta)
+        return self.sensitivity / (math.sqrt(self.share) * mu)
+
+    def cannot_decide(self, estimator, n_public, state):
+        """Why the release could tell nothing at this budget, or None.
+
+        Decided before anything is spent, from public quantities only: the
+        number of training records (or units) ``n_public``, the classes and
+        groups (``state`` holds what the fit validated) and the planned
+        noise (:meth:`planned_std`). A release that
+        cannot decide is left out of the plan (its share goes to training)
+        and the fit warns with the returned message. Default: None (always
+        planned).
+        """
+        return None
+
+    #: The warning category of :meth:`cannot_decide`'s message, or None to
+    #: only print it with ``verbose`` (a release whose skipping is its
+    #: documented default behaviour).
+    warning = UserWarning
 
     def initial_release(self, estimator):
         """The :class:`~skdp.privacy.InitialRelease` to plan, or None when the
@@ -188,17 +224,52 @@ class ScoreCalibration(FitRelease):
         Fit only the scale (``shift=0``, ``scale>0``), which keeps every
         prediction: the fairness estimators use it, so that the rates their
         constraints bound are those of the calibrated model.
+    min_records_per_std : float, default=0.0
+        Make the release only with at least this many standard deviations
+        of its noise of training records (or units) -- besides the fewest
+        that can fill the pools at all (:meth:`min_pooled_records`). An
+        estimator whose trained probabilities are close to calibrated sets
+        it: below it, the release's share of the budget costs training more
+        than the map gains.
     """
 
     name = "score_calibration"
     share = 0.1
     stage = "model"
+    # calibration="auto" calibrates as far as the budget allows: skipping
+    # is its documented behaviour, said with verbose
+    warning = None
+    @staticmethod
+    def min_pooled_records(std):
+        """Fewest records that can fill :data:`~skdp._fit.calibration.MIN_POOLED_BINS`
+        pools of the noisy counts (of noise ``std``): below, the map is the
+        identity whatever the counts, and the release is not made."""
+        return int(math.ceil(MIN_POOLED_BINS * POOL_STDS * std))
 
-    def __init__(self, temperature_only=False):
+    def __init__(self, temperature_only=False, min_records_per_std=0.0):
         self.temperature_only = temperature_only
+        self.min_records_per_std = min_records_per_std
 
     def applies(self, estimator):
         return estimator.calibration is not None and len(estimator.classes_) == 2
+
+    def min_records(self, estimator):
+        """The public number of records (or units) below which the
+        calibration is not made at ``estimator``'s budget."""
+        std = self.planned_std(estimator)
+        return max(self.min_pooled_records(std),
+                   int(math.ceil(self.min_records_per_std * std)))
+
+    def cannot_decide(self, estimator, n_public, state):
+        needed = self.min_records(estimator)
+        if n_public >= needed:
+            return None
+        return (
+            f"[{type(estimator).__name__}] score calibration skipped: at "
+            f"epsilon={estimator.epsilon:g}, delta={estimator.delta:g} its noise would outweigh "
+            f"what it can correct with fewer than {needed} training records (or units); its "
+            "share of the budget went to training"
+        )
 
     def apply(self, estimator, X, state, report, generator):
         """Map the trained model's scores ``s`` to ``scale * s + shift``,
@@ -246,12 +317,22 @@ class ModelCheck(FitRelease):
     standard deviation, and only when the noisy total is at least
     :attr:`min_signal` of its standard deviations (else the check says that
     it cannot judge the model).
+
+    Parameters
+    ----------
+    skip_undecidable : bool, default=True
+        Leave the check out of the plan when its noise cannot tell a
+        constant classifier from a useful one (:meth:`cannot_decide`).
+        False for an estimator whose constraint verdicts come from the same
+        counts (they can be decided, or reported undetermined, where the
+        constant-classifier check cannot).
     """
 
     name = "model_check"
     sensitivity = math.sqrt(2.0)
     share = CHECK_SHARE
     stage = "check"
+    warning = ModelCheckWarning
     #: Per-record log-loss bound.
     loss_bound = CHECK_LOSS_BOUND
     #: The check judges only when its noisy total count is at least this many
@@ -261,6 +342,59 @@ class ModelCheck(FitRelease):
     #: records (by one standard deviation of the noise) is (nearly) constant.
     constant_minority = 0.02
 
+    def __init__(self, skip_undecidable=True):
+        self.skip_undecidable = skip_undecidable
+
+    def applies(self, estimator):
+        return bool(estimator.model_check)
+
+    @staticmethod
+    def n_groups(estimator, state):
+        """Number of groups the check counts apart (public)."""
+        if estimator.groups_ is None or state.group_codes is None:
+            return 1
+        return len(estimator.groups_)
+
+    @staticmethod
+    def n_cells(n_groups, n_classes):
+        """Number of counts of the check: (group, true class, predicted class)."""
+        return n_groups * n_classes * n_classes
+
+    def min_records(self, estimator, n_groups):
+        """The public number of records (or units) below which the check
+        is skipped: its noisy count of the other predictions than the most
+        frequent one must be able to tell :attr:`constant_minority` of the
+        records from none (one noise standard deviation at most that share
+        of the records)."""
+        n_classes = len(estimator.classes_)
+        others_std = self.planned_std(estimator) * math.sqrt(
+            n_groups * n_classes * (n_classes - 1))
+        return int(math.ceil(others_std / self.constant_minority))
+
+    def cannot_decide(self, estimator, n_public, state):
+        if not self.skip_undecidable:
+            return None
+        needed = self.min_records(estimator, self.n_groups(estimator, state))
+        if n_public >= needed:
+            return None
+        return (
+            f"{type(estimator).__name__}: the private check of the returned model was skipped: "
+            f"at epsilon={estimator.epsilon:g}, delta={estimator.delta:g} its noise cannot tell "
+            f"a constant classifier from a useful one with fewer than {needed} training records "
+            "(or units); nothing was spent on it and the model was not judged. Judge it on "
+            "held-out data, give more data or raise epsilon (model_check=False skips the check "
+            "without this warning)."
+        )
+
+    @staticmethod
+    def clear(estimator):
+        """The fitted attributes of a check that was not made: None."""
+        estimator.prediction_counts_ = None
+        estimator.prediction_shares_ = None
+        estimator.check_log_loss_ = None
+        estimator.check_constant_log_loss_ = None
+        estimator.check_noise_std_ = None
+
     def apply(self, estimator, X, state, report, generator):
         """Check the returned model on the training records ``X``: sets
         ``prediction_counts_`` and ``check_noise_std_`` and judges them
@@ -269,12 +403,15 @@ class ModelCheck(FitRelease):
         a block of rows at a time, as DP-FERMI's silos compute them. Nothing
         without class codes."""
         y_codes = state.y_codes
-        if y_codes is None or (report.private and not self.planned(report)):
+        if y_codes is None:
+            return
+        if not self.applies(estimator) or (report.private and not self.planned(report)):
+            self.clear(estimator)
+            estimator._judge_model(None, None)
             return
         n_classes = len(estimator.classes_)
         group_codes = state.group_codes
-        n_groups = 1 if estimator.groups_ is None or group_codes is None else len(
-            estimator.groups_)
+        n_groups = self.n_groups(estimator, state)
         with np.errstate(invalid="ignore", over="ignore"):
             scores = estimator._decision(X)
         # with units, a record adds its unit factor: a unit adds at most 1
@@ -307,6 +444,8 @@ class ModelCheck(FitRelease):
         (post-processing): ``counts`` of shape (n_groups, n_classes,
         n_classes), the noisy sum of clipped log-losses (in loss units), and
         the noise std of each value (None: exact)."""
+        if counts is None:  # no check was made
+            return
         name = type(estimator).__name__
         n_groups, n_classes, _ = counts.shape
         n = max(float(counts.sum()), 1.0)
@@ -333,7 +472,7 @@ class ModelCheck(FitRelease):
                 f"counts at this budget (noisy total {n:.0f}, noise {total_std:.0f}), so "
                 "the model may be little better than noise too. Give more data or raise "
                 "epsilon.",
-                UserWarning,
+                ModelCheckWarning,
             )
             return
         if others + others_std < self.constant_minority * n:
@@ -346,10 +485,13 @@ class ModelCheck(FitRelease):
                 "e.g. with skdp.preprocessing.DPStandardScaler and public bounds), too few "
                 "steps or too much noise (raise epsilon or max_epochs), or constraints "
                 "that only a constant model meets.",
-                UserWarning,
+                ModelCheckWarning,
             )
         loss_error = 0.0 if std is None else std * self.loss_bound / n
-        if estimator.check_log_loss_ - loss_error > estimator.check_constant_log_loss_:
+        # class weights shift the probabilities towards the smaller classes
+        # by design: no warning for the shift they ask for
+        if (estimator.class_weight is None
+                and estimator.check_log_loss_ - loss_error > estimator.check_constant_log_loss_):
             warnings.warn(
                 f"{name}'s predicted probabilities are worse than a constant "
                 f"predictor's on the training records: mean log-loss about "
@@ -357,5 +499,94 @@ class ModelCheck(FitRelease):
                 f"{estimator.check_constant_log_loss_:.3f} for predicting the class shares "
                 "(private check of the returned model, check_log_loss_). Scale the features, "
                 "raise epsilon or max_epochs, or do not use predict_proba as probabilities.",
-                UserWarning,
+                ModelCheckWarning,
+            )
+
+
+# ----------------------------------------------------------- clipped share
+class ClippedShare(FitRelease):
+    """The share of training records whose per-sample gradient at the
+    returned model is clipped far beyond ``max_grad_norm``, released once
+    after training with the model check (``model_check=True``; linear
+    models): a record adds at most 1 to the count (its unit factor with
+    units), l2 sensitivity 1.
+
+    Features on raw scales (amounts in the thousands, ages in days) make
+    every gradient huge, so that clipping flattens them all to the same
+    length and the model learns slowly or not at all -- often without
+    collapsing to a constant. A linear model's per-sample gradient of the
+    log-loss is ``(p - e_y) x~`` with ``x~ = (x, 1)``, of norm
+    ``||p - e_y|| ||x~||``; the release counts the records where it exceeds
+    :attr:`factor` times ``max_grad_norm`` and sets ``clipped_share_``
+    (noisy count over the public number of records or units) and
+    ``clipped_share_std_``. When the share is above :attr:`warn_share` by
+    more than the noise allows (one-sided 95 %), a
+    :class:`~skdp.exceptions.ClippingWarning` says so.
+    """
+
+    name = "clipped_share"
+    share = 0.01
+    stage = "check"
+    warning = None  # part of the model check: its own skip warns
+    #: A gradient counts when its norm exceeds this many ``max_grad_norm``.
+    factor = 3.0
+    #: Warn when more than this share of the records are so clipped: on
+    #: synthetic tables with one raw column (std 10 to 50) the share was 0.05
+    #: to 0.37 and 0 once standardised, on standardised Adult 0.
+    warn_share = 0.1
+    #: Planned only when the share's noise std is at most this (a share).
+    max_share_std = 0.05
+
+    def applies(self, estimator):
+        return bool(estimator.model_check) and estimator._linear_by_settings()
+
+    def cannot_decide(self, estimator, n_public, state):
+        # made with the model check only: when that is skipped, so is this
+        needed = max(int(math.ceil(self.planned_std(estimator) / self.max_share_std)),
+                     ModelCheck().min_records(estimator, ModelCheck.n_groups(estimator, state)))
+        if n_public >= needed:
+            return None
+        return (f"[{type(estimator).__name__}] clipped-gradient check skipped: its noise is "
+                f"too large for fewer than {needed} training records (or units)")
+
+    def apply(self, estimator, X, state, report, generator):
+        """Count, release and judge the records whose gradient is clipped
+        more than :attr:`factor`-fold; ``clipped_share_`` and
+        ``clipped_share_std_`` are None when the fit did not release it."""
+        estimator.clipped_share_ = estimator.clipped_share_std_ = None
+        y_codes = state.y_codes
+        if y_codes is None or not self.applies(estimator) or (
+                report.private and not self.planned(report)):
+            return
+        with np.errstate(invalid="ignore", over="ignore"):
+            logits = np.asarray(estimator._raw_logits(X), dtype=np.float64)
+            if logits.shape[1] == 1:  # one score: the logits (0, s)
+                logits = np.column_stack([np.zeros(len(logits)), logits[:, 0]])
+            logits = logits - logits.max(1, keepdims=True)
+            proba = np.exp(logits)
+            proba /= proba.sum(1, keepdims=True)
+            proba[np.arange(len(y_codes)), y_codes] -= 1.0
+            norms = np.sqrt((proba**2).sum(1) * (row_sq_norms(X) + 1.0))
+        clipped = (norms > self.factor * estimator.max_grad_norm).astype(np.float64)
+        factors = unit_factors(state)
+        if factors is not None:
+            clipped = clipped * factors
+        std = self.noise_std(report)
+        count = release_counts(np.array([clipped.sum()]), std, generator)[0]
+        n_public = state.n_units if state.units is not None else current_communicator().total(
+            len(y_codes))
+        share = float(np.clip(count / max(n_public, 1), 0.0, 1.0))
+        share_std = 0.0 if std is None else std / max(n_public, 1)
+        estimator.clipped_share_ = share
+        estimator.clipped_share_std_ = share_std
+        if share - verdict_margin(0.95) * share_std > self.warn_share:
+            warnings.warn(
+                f"{type(estimator).__name__}: about {100 * share:.0f}% of the training records "
+                f"have a gradient at the returned model more than {self.factor:g} times "
+                f"max_grad_norm={estimator.max_grad_norm:g} (private check, clipped_share_): "
+                "clipping flattens them, and the model learns slowly or not at all. Features "
+                "on raw scales (amounts, ages in days, blood pressures) are the usual cause: "
+                "scale them, e.g. with skdp.preprocessing.DPStandardScaler and public bounds; "
+                "with many standardised features, raise max_grad_norm.",
+                ClippingWarning,
             )

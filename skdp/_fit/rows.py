@@ -16,7 +16,7 @@ from sklearn.utils.validation import _check_y, check_consistent_length, validate
 from ..models import is_row_store, training_rows
 
 __all__ = ["PREDICT_BLOCK", "SCORE_BLOCK", "check_representable", "is_file_backed",
-           "linear_scores", "module_outputs", "row_blocks", "to_training_rows",
+           "linear_scores", "module_outputs", "row_blocks", "row_sq_norms", "to_training_rows",
            "validated_X_y", "validated_store"]
 
 
@@ -84,6 +84,16 @@ def linear_scores(X, coef, intercept):
     return out
 
 
+def row_sq_norms(X):
+    """Squared l2 norm of each row of ``X`` in float64, a block of
+    :data:`SCORE_BLOCK` rows at a time (as :func:`linear_scores`)."""
+    out = np.empty(X.shape[0], dtype=np.float64)
+    for start in range(0, X.shape[0], SCORE_BLOCK):
+        block = np.asarray(X[start:start + SCORE_BLOCK], dtype=np.float64)
+        out[start:start + SCORE_BLOCK] = np.einsum("ij,ij->i", block, block)
+    return out
+
+
 def validated_X_y(estimator, X, y, **kwargs):
     """``validate_data(estimator, X, y, ...)`` with a hint for text columns.
 
@@ -102,6 +112,14 @@ def validated_X_y(estimator, X, y, **kwargs):
             raise ValueError(
                 f"X must be numeric; {exc}. Encode categorical columns first, e.g. "
                 "with skdp.preprocessing.DPOneHotEncoder in a Pipeline."
+            ) from exc
+        if "contains NaN" in str(exc) or "contains infinity" in str(exc):
+            # scikit-learn's advice names its non-private imputer
+            raise ValueError(
+                f"X contains missing or infinite values ({str(exc).splitlines()[0]}). Fill them "
+                "privately first, e.g. with skdp.preprocessing.DPSimpleImputer in a Pipeline "
+                "(scikit-learn's SimpleImputer would read the fill values from the data without "
+                "differential privacy), or drop those rows."
             ) from exc
         raise
 

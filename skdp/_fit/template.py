@@ -8,6 +8,7 @@ and regressors add their targets and predictions
 (:mod:`skdp._fit.classifier`, :mod:`skdp._fit.regressor`).
 """
 
+import warnings
 from dataclasses import replace
 from numbers import Integral, Real
 
@@ -181,6 +182,11 @@ class BaseDPEstimator(
             backend.prefetch = self._prefetch_from_disk
         return backend
 
+    def _linear_by_settings(self):
+        """Whether the public settings make the model linear (no ``module``,
+        no hidden layers): known before the fit, unlike ``_is_linear``."""
+        return self.module is None and len(self.hidden_layer_sizes) == 0
+
     def _training_threads(self, device):
         """The thread policy of :func:`skdp._training.training_threads` for
         this fit's model (one thread for linear models on the CPU)."""
@@ -238,7 +244,7 @@ class BaseDPEstimator(
         generator, seed, device = self._make_generator()
         seed = current_communicator().share(seed)  # data-parallel: the root's model
         self._bound_units(state, generator)
-        plan = self._with_fit_releases(self._plan(X, state, generator))
+        plan = self._with_fit_releases(self._plan(X, state, generator), X, state)
         report, calibration_time = self._timed(self._calibrate, plan, state)
         X_t = self._to_tensor(X, device, dtype=self._training_dtype)
         backend = self._make_backend(X_t, state.n_outputs or self._n_model_outputs(), seed)
@@ -257,12 +263,30 @@ class BaseDPEstimator(
         self._apply_fit_releases("check", X, state, report, generator)
         return self
 
-    def _with_fit_releases(self, plan):
+    def _with_fit_releases(self, plan, X, state):
         """``plan`` with the one-off releases of :attr:`_fit_releases` that
-        this fit makes (:meth:`~skdp._fit.releases.FitRelease.initial_release`)."""
-        extra = tuple(r for r in (release.initial_release(self) for release in self._fit_releases)
-                      if r is not None)
-        return replace(plan, initial=plan.initial + extra) if extra else plan
+        this fit makes (:meth:`~skdp._fit.releases.FitRelease.initial_release`),
+        less those that could decide nothing at the public number of
+        training records or units
+        (:meth:`~skdp._fit.releases.FitRelease.cannot_decide`: each spends
+        nothing and warns once, or prints with ``verbose``)."""
+        # in a data-parallel fit X is this rank's shard: n counts every rank's
+        n_public = (state.n_units if state.units is not None
+                    else current_communicator().total(X.shape[0]))
+        extra = []
+        for release in self._fit_releases:
+            initial = release.initial_release(self)
+            if initial is None:
+                continue
+            reason = release.cannot_decide(self, n_public, state)
+            if reason is not None:
+                if release.warning is not None:
+                    warnings.warn(reason, release.warning, stacklevel=4)
+                elif self._fit_option("verbose"):
+                    print(reason)
+                continue
+            extra.append(initial)
+        return replace(plan, initial=plan.initial + tuple(extra)) if extra else plan
 
     def _apply_fit_releases(self, stage, X, state, report, generator):
         """Apply the releases of :attr:`_fit_releases` of ``stage`` to the

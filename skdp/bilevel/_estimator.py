@@ -450,6 +450,9 @@ class _DPBilevelMixin:
             )
         return report
 
+    def _linear_by_settings(self):
+        return True  # the bilevel tuners fit linear models only
+
     def _make_backend(self, X_t, n_outputs, seed):
         """No backend: the inner solvers work on the rows themselves (a
         linear model, trained on one thread on the CPU)."""
@@ -611,7 +614,23 @@ _PARAMS_DOC = """
         budget, in ``dp_event_`` as ``"score_calibration"``; see
         :ref:`privacy-after-training`); ``score_calibration_`` holds the
         ``(scale, shift)`` applied. None keeps the trained scores and leaves
-        that share to training.
+        that share to training. ``"auto"`` calibrates when the training
+        records (or units) can fill three pools of the noisy counts (about
+        280 at ``epsilon=1``, ``delta=1e-5``); below, the share goes to
+        training (``score_calibration_`` is None).
+    model_check : bool, default=True (classifier)
+        Check the returned model privately on its training records: one
+        accounted release of its (group, true class, predicted class) counts
+        and its clipped log-loss (2 % of the budget, ``"model_check"`` in
+        ``dp_event_``), from which ``prediction_shares_`` and
+        ``check_log_loss_`` follow and a :class:`~skdp.exceptions.ModelCheckWarning`
+        says when the model is (nearly) constant or worse than a constant
+        predictor. Skipped, with a warning and nothing spent, when the
+        training records (or units) are too few for its noise to tell a
+        constant classifier from a useful one (fewer than about 2,640 at
+        ``epsilon=1``, 425 at ``epsilon=8``, ``delta=1e-5``, for two classes
+        without groups). False skips
+        it (the attributes are then None) and leaves its share to training.
     warm_start : bool, default=False
         With True, ``fit`` on a fitted estimator starts from its parameters
         (``coef_`` and ``intercept_``) instead of a fresh model; ``X`` must
@@ -871,13 +890,14 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         **_DPBilevelMixin._bilevel_constraints,
         "class_weight": BaseDPClassifier._parameter_constraints["class_weight"],
         "calibration": BaseDPClassifier._parameter_constraints["calibration"],
+        "model_check": BaseDPClassifier._parameter_constraints["model_check"],
     }
 
     def __init__(self, *, epsilon=1.0, delta=1e-5, validation_fraction=0.2, omega_init=1e-2,
                  regularizer="l2", n_outer_iter=8, refit_share=0.5, inner_solver="dp_sgd",
                  inner_steps="auto", max_grad_norm=1.0, random_state=None, device="cpu",
                  verbose=0, class_weight=None, max_sample_weight=1.0, warm_start=False,
-                 calibration="auto", max_records_per_unit=MAX_RECORDS_PER_UNIT,
+                 calibration="auto", model_check=True, max_records_per_unit=MAX_RECORDS_PER_UNIT,
                  unit_column=None, solver_options=None):
         self.epsilon = epsilon
         self.delta = delta
@@ -896,6 +916,7 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.calibration = calibration
+        self.model_check = model_check
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
         self.solver_options = solver_options

@@ -6,6 +6,7 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._fit.classifier import BaseDPClassifier
+from .._fit.releases import ClassCounts, ClippedShare, ModelCheck, ScoreCalibration
 from .._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from .._fit.state import FitState
 from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
@@ -204,7 +205,25 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         budget, in ``dp_event_`` as ``"score_calibration"``; see
         :ref:`privacy-after-training`); ``score_calibration_`` holds the
         ``(scale, shift)`` applied. None keeps the trained scores and leaves
-        that share to training.
+        that share to training. ``"auto"`` calibrates only when the budget
+        allows: with at least 2,000 noise standard deviations of training
+        records or units (about 23,600 at ``epsilon=1``, 3,800 at
+        ``epsilon=8``, ``delta=1e-5``); below, DP-SGD's probabilities are
+        close to calibrated and the release's share of the budget served
+        training better on held-out data (``score_calibration_`` is None).
+    model_check : bool, default=True
+        Check the returned model privately on its training records: one
+        accounted release of its (group, true class, predicted class) counts
+        and its clipped log-loss (2 % of the budget, ``"model_check"`` in
+        ``dp_event_``), from which ``prediction_shares_`` and
+        ``check_log_loss_`` follow and a :class:`~skdp.exceptions.ModelCheckWarning`
+        says when the model is (nearly) constant or worse than a constant
+        predictor. Skipped, with a warning and nothing spent, when the
+        training records (or units) are too few for its noise to tell a
+        constant classifier from a useful one (fewer than about 2,640 at
+        ``epsilon=1``, 425 at ``epsilon=8``, ``delta=1e-5``, for two classes
+        without groups). False skips
+        it (the attributes are then None) and leaves its share to training.
     warm_start : bool, default=False
         With True, ``fit`` on a fitted estimator starts from its parameters
         (``coef_`` and ``intercept_``, or the module's state) instead of a
@@ -327,6 +346,14 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
             "cancels much of the noise of the last steps, 0 returns the last iterate."),
     }
 
+    # DP-SGD's log-loss training leaves probabilities close to calibrated:
+    # below 2,000 noise standard deviations of records (about 23,600 at
+    # epsilon=1), the calibration's share of the budget cost training more
+    # than the map gained on Adult subsamples of 300 to 20,000 rows (epsilon
+    # 1 and 3, benchmarks/bench_small_data.py --tune)
+    _fit_releases = (ClassCounts(), ScoreCalibration(min_records_per_std=2000.0), ModelCheck(),
+                     ClippedShare())
+
     _parameter_constraints = {
         **BaseDPClassifier._parameter_constraints,
         **_DPSGDMixin._dpsgd_constraints,
@@ -354,6 +381,7 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         max_sample_weight=1.0,
         warm_start=False,
         calibration="auto",
+        model_check=True,
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
         solver_options=None,
@@ -377,6 +405,7 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.calibration = calibration
+        self.model_check = model_check
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
         self.solver_options = solver_options

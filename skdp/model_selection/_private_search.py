@@ -96,7 +96,7 @@ from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from .._fit.units import unit_codes as validated_unit_codes
 from .._doc_link import DocLinkMixin
 from .._groups import select_columns
-from ..exceptions import UnitPrivacyNotAvailableError
+from ..exceptions import SelectionWarning, UnitPrivacyNotAvailableError
 from ..privacy import (
     PrivacyBudgetError,
     PrivacyReport,
@@ -188,10 +188,31 @@ def _refuse_diagnostic(step, setting, in_grid, fix):
     )
 
 
-def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params):
+#: Settings that turn off a step's own judging of its model (its score
+#: calibration and model check): the search's validation judges candidates.
+_CANDIDATE_CHECKS_OFF = {"calibration": None, "model_check": False}
+
+
+def _without_own_checks(candidate, steps, params):
+    """Turn off the score calibration and the model check of the private
+    ``steps`` of ``candidate``, except where the grid sets them."""
+    settings = {}
+    for path, step in steps:
+        own = step.get_params(deep=False)
+        for name, off in _CANDIDATE_CHECKS_OFF.items():
+            full = param_path(path, name)
+            if name in own and full not in params:
+                settings[full] = off
+    if settings:
+        candidate.set_params(**settings)
+
+
+def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params,
+                   check_candidates=True):
     """Clone, seed every step from ``seed``, give the private steps their
-    budget, fit; return the fitted candidate and the epsilons it was
-    given."""
+    budget (and, unless ``check_candidates``, turn off their own score
+    calibration and model check), fit; return the fitted candidate and the
+    epsilons it was given."""
     candidate = clone(estimator).set_params(**params)
     _seed_steps(candidate, seed)
     steps = private_steps(candidate)
@@ -208,6 +229,8 @@ def _fit_candidate(estimator, params, seed, mu, step_shares, X, y, fit_params):
                 f"Step {path or type(step).__name__!r} uses neighboring={relation!r}; a private "
                 "search accounts every release under add/remove-one neighbours."
             )
+    if not check_candidates:
+        _without_own_checks(candidate, steps, params)
     budgets = share_budget(candidate, steps, mu, step_shares)
     small = {k: v for k, v in budgets.items() if v < _MIN_STEP_EPSILON}
     if small:
@@ -346,32 +369,67 @@ def _compose(events):
     return parts[0] if len(parts) == 1 else dpa.ComposedDpEvent(parts)
 
 
-def _choice_within_noise(results, score_noise, key):
-    """A message when the best noisy ``key`` score beats the runner-up by
-    less than ``NOISE_MARGIN`` standard deviations of the noise of their
-    difference, else None. Reads released values and public noise scales
-    only (post-processing)."""
+def _tied_with_best(results, score_noise, key):
+    """Mask of the candidates tied with the best by the noisy ``key``
+    scores: the best, and every candidate whose score is below it by less
+    than ``NOISE_MARGIN`` standard deviations of the noise of their
+    difference. Reads released values and public noise scales only
+    (post-processing)."""
     scores = np.asarray(results[f"mean_test_{key}"], dtype=np.float64)
+    tied = np.zeros(scores.shape[0], dtype=bool)
     valid = np.flatnonzero(~np.isnan(scores))
-    if valid.shape[0] < 2:
-        return None
-    order = valid[np.argsort(-scores[valid], kind="stable")]
-    best, runner_up = int(order[0]), int(order[1])
+    if valid.shape[0] == 0:
+        return tied
+    best = int(valid[np.argmax(scores[valid])])
     noise = score_noise[key]
-    gap = scores[best] - scores[runner_up]
-    spread = noise.difference_std(best, runner_up)
-    if not gap < NOISE_MARGIN * spread:
+    for i in valid:  # a loop over the candidates, not over records
+        tied[i] = i == best or scores[best] - scores[i] < NOISE_MARGIN * noise.difference_std(
+            best, int(i))
+    return tied
+
+
+def _choice_within_noise(results, score_noise, key):
+    """A message when other candidates are tied with the best by the noisy
+    ``key`` scores (:func:`_tied_with_best`), naming the rule that chose,
+    else None (post-processing)."""
+    tied = np.flatnonzero(_tied_with_best(results, score_noise, key))
+    if tied.shape[0] < 2:
         return None
+    scores = np.asarray(results[f"mean_test_{key}"], dtype=np.float64)
+    best = int(tied[np.argmax(scores[tied])])
+    runner_up = int(max((i for i in tied if i != best), key=lambda i: scores[i]))
+    noise = score_noise[key]
+    spread = noise.difference_std(best, runner_up)
     params = results["params"]
+    chosen = int(tied[0])
     return (
-        f"The choice of the best candidate is within the selection noise: by the noisy "
-        f"scores of scorer {key!r} (the one that chooses), the best candidate {params[best]} "
-        f"scores "
-        f"{scores[best]:.4g} (noise std {noise.std[best]:.3g}) and the runner-up "
-        f"{params[runner_up]} {scores[runner_up]:.4g} (noise std {noise.std[runner_up]:.3g}): "
-        f"a difference of {gap:.3g}, below the noise std of the difference, {spread:.3g}. "
-        + NOISE_ADVICE
+        f"The search cannot tell its best candidates apart: by the noisy scores of scorer "
+        f"{key!r} (the one that chooses), {tied.shape[0]} candidates are within the "
+        f"selection noise of the best, {params[best]} at {scores[best]:.4g} (noise std "
+        f"{noise.std[best]:.3g}); e.g. the runner-up {params[runner_up]} scores "
+        f"{scores[runner_up]:.4g} (noise std {noise.std[runner_up]:.3g}), a difference of "
+        f"{scores[best] - scores[runner_up]:.3g} against a noise std of the difference of "
+        f"{spread:.3g}. Among tied candidates the search takes the first in the grid's "
+        f"order: {params[chosen]} (cv_results_['within_noise_of_best'] marks them; put the "
+        "candidate you prefer when they cannot be told apart, e.g. the simplest or the most "
+        "constrained, first). " + NOISE_ADVICE
     )
+
+
+def _dropped_constraints(fitted):
+    """Per fitted candidate, the number of fairness constraints its steps
+    left out as too noisy (``excluded_constraints_``, a released choice) and
+    the number they enforce; None when no step has constraints."""
+    dropped, enforced, any_constrained = [], [], False
+    for estimator, _ in fitted:
+        steps = [step for _, step in private_steps(estimator)
+                 if hasattr(step, "excluded_constraints_")]
+        any_constrained = any_constrained or bool(steps)
+        dropped.append(sum(len(step.excluded_constraints_) for step in steps))
+        enforced.append(sum(len(step.constraint_names_) for step in steps))
+    if not any_constrained:
+        return None
+    return np.asarray(dropped), np.asarray(enforced)
 
 
 def _search_report(epsilon, event_delta, event, selection_report, units):
@@ -483,6 +541,7 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         "refit_share": [Interval(Real, 0, 1, closed="left")],
         "step_shares": [dict, None],
         "max_records_per_unit": UNIT_CONSTRAINTS["max_records_per_unit"],
+        "check_candidates": ["boolean"],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -653,7 +712,10 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
                 "refit=True or a dict of scorers."
             )
 
-    def _select(self, results, multimetric):
+    def _select(self, results, multimetric, score_noise):
+        """The chosen candidate: the refit callable's, or the first in the
+        grid's order among those tied with the best noisy score
+        (:func:`_tied_with_best`)."""
         if callable(self.refit):
             index = self.refit(results)
             if not (isinstance(index, (Integral, np.integer)) and 0 <= index < len(results["params"])):
@@ -671,7 +733,7 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         scores = np.asarray(results[f"mean_test_{key}"], dtype=np.float64)
         if np.isnan(scores).all():
             raise ValueError(f"Every candidate has a NaN noisy {key!r} score.")
-        return int(np.nanargmax(scores))
+        return int(np.flatnonzero(_tied_with_best(results, score_noise, key))[0])
 
     def fit(self, X, y, **params):
         """Fit every candidate, choose one privately, refit it.
@@ -709,7 +771,7 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
                                     task.share_refit)
         fits = self._fit_candidates(task, train, budget, fit_seeds)
         selection = self._select_privately(task, ~train, fits, budget, generator, units)
-        self._store_results(task, selection)
+        self._store_results(task, selection, fits)
         refit = self._refit_best(task, fits, selection, budget, fit_seeds[-1])
         self._store_privacy(task, budget, fits, selection, refit, units)
         return self
@@ -853,7 +915,8 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             # routing) and the warning filters to worker processes
             recorded = Parallel(n_jobs=self.n_jobs)(
                 delayed(_fit_recording)(self.estimator, p, seed, budget.candidate * scale,
-                                        self.step_shares, X_train, y_train, train_params)
+                                        self.step_shares, X_train, y_train, train_params,
+                                        self.check_candidates)
                 for p, seed in zip(task.candidates, fit_seeds)
             )
             fitted = [result for result, _ in recorded]
@@ -934,20 +997,46 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         return _Selection(scores=scores, score_noise=score_noise, report=report, std=std,
                           noise=noise)
 
-    def _store_results(self, task, selection):
-        """``cv_results_`` from the noisy scores, and the choice."""
+    def _store_results(self, task, selection, fits):
+        """``cv_results_`` from the noisy scores (and the constraints each
+        candidate dropped), and the choice."""
         results = self._results(task.candidates, selection.scores, selection.score_noise)
+        dropped = _dropped_constraints(fits.fitted)
+        if dropped is not None:
+            results["dropped_constraints"], results["enforced_constraints"] = dropped
         self.cv_results_ = results
         self.multimetric_ = task.multimetric
         self.n_candidates_ = task.n_candidates
         if self.refit is not False or not task.multimetric:
-            self.best_index_ = self._select(results, task.multimetric) if (
-                self.refit is not False) else int(np.nanargmax(results["mean_test_score"]))
-            self.best_params_ = task.candidates[self.best_index_]
             if not callable(self.refit):
                 key = "score" if not task.multimetric else self.refit
+                results["within_noise_of_best"] = _tied_with_best(
+                    results, selection.score_noise, key)
+            self.best_index_ = self._select(results, task.multimetric, selection.score_noise)
+            self.best_params_ = task.candidates[self.best_index_]
+            if not callable(self.refit):
                 self.best_score_ = float(results[f"mean_test_{key}"][self.best_index_])
             self._warn_if_within_noise(results, selection.score_noise, task.multimetric)
+        self._warn_if_all_dropped(dropped)
+
+    def _warn_if_all_dropped(self, dropped):
+        """One plain warning when every candidate left out all its fairness
+        constraints: the search then compared unconstrained models."""
+        if dropped is None:
+            return
+        n_dropped, n_enforced = dropped
+        if (n_dropped > 0).all() and (n_enforced == 0).all():
+            warnings.warn(
+                "Every candidate of the search dropped all its fairness constraints: at each "
+                "candidate's share of the budget its groups were too small for the noise "
+                "(cv_results_['dropped_constraints']). The search compared unconstrained "
+                "models, so its choice says nothing about the constraints. The refit, with a "
+                "larger budget, may enforce them: read best_estimator_'s constraints_met_ and "
+                "constraint_verdicts_, and check the constraints on held-out data. To choose "
+                "among constrained candidates: fewer candidates, a larger epsilon, or larger "
+                "(merged) groups.",
+                SelectionWarning, stacklevel=4,
+            )
 
     def _warn_if_within_noise(self, results, score_noise, multimetric):
         """Warn when the released scores that decided the choice differ by
@@ -962,7 +1051,7 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
             key = "score" if not multimetric else self.refit
             message = _choice_within_noise(results, score_noise, key)
         if message is not None:
-            warnings.warn(message, UserWarning, stacklevel=4)
+            warnings.warn(message, SelectionWarning, stacklevel=4)
 
     def _refit_best(self, task, fits, selection, budget, seed):
         """The final model: the chosen candidate refitted on every record
@@ -1198,6 +1287,13 @@ _DOC_PARAMS = """
         :ref:`units`). The fits bound units by their own
         ``max_records_per_unit``, which may differ (and may be searched
         over). Unused without units.
+    check_candidates : bool, default=False
+        Fit the candidates with their own private score calibration and
+        model check (``calibration`` and ``model_check`` of their steps).
+        By default they are turned off for the candidates, whose budget then
+        goes to training: the search's validation scores judge them; the
+        refit keeps the estimator's settings. A grid that sets them is
+        followed.
     n_jobs : int or None, default=None
         Candidates fitted in parallel (joblib, through scikit-learn's
         ``Parallel``, which carries the configuration, e.g. metadata
@@ -1234,7 +1330,15 @@ _DOC_ATTRIBUTES = """
         the choice (the refit scorer's best and runner-up; for
         :func:`best_within`, also the candidates whose side of the bound
         decides it) differ by less than their noise, ``fit`` warns
-        (``UserWarning``). Fit and score times are not reported (they are
+        (:class:`~skdp.exceptions.SelectionWarning`), and
+        ``within_noise_of_best`` marks the candidates tied with the best
+        noisy score (by less than the noise std of their difference): the
+        search takes the first of them in the grid's order, so put first the
+        candidate you prefer when they cannot be told apart (the simplest,
+        the most constrained). With fairness steps, ``dropped_constraints``
+        and ``enforced_constraints`` count each candidate's constraints left
+        out as too noisy and kept; when every candidate dropped all of them,
+        ``fit`` says so in one ``SelectionWarning``. Fit and score times are not reported (they are
         side channels on the data): there is no ``refit_time_``, unlike
         ``GridSearchCV`` (no skdp estimator stores its fit times; see
         :func:`skdp.debug.record_fit_times`).
@@ -1338,8 +1442,8 @@ class PrivateGridSearchCV(BasePrivateSearchCV):
     def __init__(
         self, estimator, param_grid, *, scoring=None, epsilon=1.0, delta=1e-5,
         validation_fraction=0.2, error_bound=None, y_bounds=None, refit=True, refit_share=0.5,
-        step_shares=None, max_records_per_unit=MAX_RECORDS_PER_UNIT, n_jobs=None,
-        random_state=None, verbose=0,
+        step_shares=None, max_records_per_unit=MAX_RECORDS_PER_UNIT, check_candidates=False,
+        n_jobs=None, random_state=None, verbose=0,
     ):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -1353,6 +1457,7 @@ class PrivateGridSearchCV(BasePrivateSearchCV):
         self.refit_share = refit_share
         self.step_shares = step_shares
         self.max_records_per_unit = max_records_per_unit
+        self.check_candidates = check_candidates
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -1388,7 +1493,7 @@ class PrivateRandomizedSearchCV(BasePrivateSearchCV):
         self, estimator, param_distributions, *, n_iter=10, scoring=None, epsilon=1.0,
         delta=1e-5, validation_fraction=0.2, error_bound=None, y_bounds=None, refit=True,
         refit_share=0.5, step_shares=None, max_records_per_unit=MAX_RECORDS_PER_UNIT,
-        n_jobs=None, random_state=None, verbose=0,
+        check_candidates=False, n_jobs=None, random_state=None, verbose=0,
     ):
         self.estimator = estimator
         self.param_distributions = param_distributions
@@ -1403,6 +1508,7 @@ class PrivateRandomizedSearchCV(BasePrivateSearchCV):
         self.refit_share = refit_share
         self.step_shares = step_shares
         self.max_records_per_unit = max_records_per_unit
+        self.check_candidates = check_candidates
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose

@@ -5,6 +5,7 @@ from numbers import Real
 
 import numpy as np
 
+from ..exceptions import SelectionWarning
 from ._selection import NOISE_ADVICE, NOISE_MARGIN
 
 __all__ = ["best_within"]
@@ -148,7 +149,7 @@ class _BestWithin:
             f"No candidate has a mean {self.fairness} {label} {relation} {self.bound:g}; the "
             f"fairest one ({label} {fairness_value[best]:.4g}, candidate {best}) is refitted "
             "instead. Loosen the bound or widen the search.",
-            UserWarning,
+            SelectionWarning,
         )
         return best
 

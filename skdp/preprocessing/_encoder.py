@@ -1,6 +1,7 @@
 """One-hot encoding with public or privately selected categories."""
 
 import math
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -10,6 +11,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._fit.units import MAX_RECORDS_PER_UNIT
+from ..exceptions import CategoryWarning
 from ..privacy import Release
 from ._base import (
     DPPreprocessorMixin,
@@ -23,6 +25,8 @@ from ._base import (
 #: when ``min_frequency`` is None (an absent candidate passes with
 #: probability 2.3 %).
 _DEFAULT_STDS = 2.0
+#: ``fit`` warns when the noise threshold is at least this share of the records.
+WARN_THRESHOLD_SHARE = 0.01
 
 
 def _is_missing(value):
@@ -203,6 +207,18 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     noisy_counts_ : list of ndarray or None
         With candidates: the released noisy count of every candidate. None
         otherwise (without candidates only the kept categories are released).
+    count_threshold_ : float
+        The noisy count a category must reach to be kept, set by the noise
+        (public: from epsilon, delta and the number of columns): the
+        stability threshold without candidates, twice the noise std with
+        them, 1 without privacy (``min_frequency`` may ask for more). When
+        it is at least 1 % of the records (or units), ``fit`` warns
+        (:class:`~skdp.exceptions.CategoryWarning`).
+    n_dropped_categories_ : ndarray of shape (n_features,) or None
+        With candidates: how many candidates of each column were not kept
+        (a function of the released noisy counts). None otherwise: without
+        candidates the number of categories below the threshold is not
+        released.
     selection_delta_ : float
         The stability part of ``delta_`` (0 unless the candidates are
         unknown).
@@ -247,7 +263,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     [array(['a', 'b'], dtype='<U6')]
     """
 
-    _released_attributes = frozenset({"categories_", "noisy_counts_"})
+    _released_attributes = frozenset({"categories_", "noisy_counts_", "n_dropped_categories_"})
 
     _parameter_constraints = {
         "categories": [StrOptions({"private"}), list],
@@ -334,6 +350,8 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         X = self._check_X(X, reset=True)
         n_features = X.shape[1]
         self.noisy_counts_ = None
+        self.n_dropped_categories_ = None
+        self.count_threshold_ = 1.0
         self.selection_delta_ = 0.0
         public = not isinstance(self.categories, str)
         if public and self.candidate_categories is not None:
@@ -346,6 +364,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             self.categories_ = self._per_feature(self.categories, n_features, "categories")
             self._store_privacy_report(public_report(units))
             return self
+        n_public = X.shape[0] if units is None else units.n_units
         X, weights = kept_records(X, units)
         plan = one_off_plan([counts_release(n_features)], units)
         if self.candidate_categories is not None:
@@ -353,7 +372,40 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         else:
             n_new = n_features * (1 if units is None else units.max_records)
             self._fit_stable(X, weights, n_new, plan, generator)
+        self._warn_if_threshold_high(n_public)
         return self
+
+    def _warn_if_threshold_high(self, n_public):
+        """A :class:`~skdp.exceptions.CategoryWarning` when the noise
+        threshold (public) is at least :data:`WARN_THRESHOLD_SHARE` of the
+        records (or units): categories that common may have been dropped."""
+        if self.epsilon is None or self.count_threshold_ < WARN_THRESHOLD_SHARE * n_public:
+            return
+        kept = ", ".join(f"{name}: {len(c)}" for name, c in zip(self._column_names(),
+                                                                 self.categories_))
+        if self.n_dropped_categories_ is not None:
+            dropped = ", ".join(f"{name}: {int(d)}" for name, d in zip(
+                self._column_names(), self.n_dropped_categories_))
+            detail = f"Candidates dropped per column: {dropped} (kept: {kept})."
+        else:
+            detail = (f"Categories kept per column: {kept} (how many were dropped is not "
+                      "released: it would reveal rare categories).")
+        warnings.warn(
+            f"DPOneHotEncoder keeps a category only when its noisy count reaches "
+            f"{self.count_threshold_:.0f} (count_threshold_, set by epsilon={self.epsilon:g}, "
+            f"delta and the {self.n_features_in_} columns, all public): "
+            f"{100 * self.count_threshold_ / max(n_public, 1):.1f}% of the {n_public} records "
+            f"(or units), so categories held by fewer are dropped and encode as all zeros. "
+            f"{detail} Give the categories (categories=[...] when they are public, or "
+            "candidate_categories=[...] to select among known ones at a lower threshold), "
+            "encode fewer columns with this encoder, or raise epsilon.",
+            CategoryWarning, stacklevel=3,
+        )
+
+    def _column_names(self):
+        if hasattr(self, "feature_names_in_"):
+            return [str(name) for name in self.feature_names_in_]
+        return [f"x{j}" for j in range(self.n_features_in_)]
 
     def _fit_candidates(self, X, weights, plan, generator):
         candidates = self._per_feature(self.candidate_categories, X.shape[1],
@@ -367,13 +419,16 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         noisy = add_noise({"counts": np.concatenate(counts)}, report, generator)["counts"]
         noisy = np.split(noisy, sizes)
         std = report.scale("counts")
+        self.count_threshold_ = 1.0 if std is None else _DEFAULT_STDS * std
         self.categories_ = []
         for c, values in zip(candidates, noisy):
             threshold = self._frequency_threshold(values.sum())
             if threshold is None:
-                threshold = 1.0 if std is None else _DEFAULT_STDS * std
+                threshold = self.count_threshold_
             self.categories_.append(c[values >= threshold])
         self.noisy_counts_ = noisy
+        self.n_dropped_categories_ = np.array(
+            [len(c) - len(kept) for c, kept in zip(candidates, self.categories_)])
         self._store_privacy_report(report)
 
     def _fit_stable(self, X, weights, n_new, plan, generator):
@@ -388,6 +443,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             report = plan.calibrate(self.epsilon, self.delta / 2)
             self.selection_delta_ = self.delta / (2 * math.exp(self.epsilon))
             tau = stability_threshold(report.scale("counts"), n_new, self.selection_delta_)
+        self.count_threshold_ = float(tau)
         flat = np.concatenate([c for _, c in present]) if present else np.empty(0)
         noisy = add_noise({"counts": flat}, report, generator)["counts"]
         noisy = np.split(noisy, np.cumsum([len(c) for _, c in present])[:-1])

@@ -184,9 +184,12 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    missing_values : float, default=np.nan
-        The placeholder of the missing values: NaN, or a finite number
-        (then NaN is not accepted in ``X``).
+    missing_values : float or str, default=np.nan
+        The placeholder of the missing values: NaN, a finite number (then
+        NaN is not accepted in ``X``), or a string such as ``" "`` or
+        ``"?"`` in columns that are otherwise numeric (text read from a
+        file): the entries equal to it, and NaN, are missing, and every
+        other entry must be a number.
     strategy : {"mean", "median", "most_frequent", "constant"}, default="mean"
         The statistic that replaces the missing values. Every strategy but
         ``"constant"`` needs public ``bounds`` or ``data_range`` (or
@@ -290,7 +293,7 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     _released_attributes = frozenset({"statistics_", "fallback_", "bounds_"})
 
     _parameter_constraints = {
-        "missing_values": [Real],
+        "missing_values": [Real, str],
         "strategy": [StrOptions({"mean", "median", "most_frequent", "constant"})],
         "fill_value": [Real, None],
         "bounds": ["array-like", dict, None],
@@ -327,19 +330,41 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
 
     # ---------------------------------------------------------------- checks
     def _check_X(self, X, reset):
-        """``X`` as a float64 array (NaN allowed when it marks missing values)."""
+        """``X`` as a float64 array (NaN allowed when it marks missing values;
+        a string marker becomes NaN)."""
+        if isinstance(self.missing_values, str):
+            return self._numbers_with_marker(X, reset)
         finite = "allow-nan" if is_scalar_nan(self.missing_values) else True
         X = validate_data(self, X, dtype=FLOAT_DTYPES, ensure_all_finite=finite, reset=reset)
         return np.asarray(X, dtype=np.float64)
 
+    def _numbers_with_marker(self, X, reset):
+        """``X`` with a string ``missing_values``: its entries (and NaN)
+        become NaN, the others must be numbers."""
+        X = validate_data(self, X, dtype=None, ensure_all_finite=False, reset=reset)
+        X = np.asarray(X, dtype=object)
+        marked = X == self.missing_values
+        try:
+            values = np.where(marked, np.nan, X).astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"With missing_values={self.missing_values!r}, every other entry of X must be a "
+                f"number: {exc}. Encode text columns with skdp.preprocessing.DPOneHotEncoder "
+                "(e.g. in a ColumnTransformer) and impute only the numeric ones."
+            ) from exc
+        if np.isinf(values).any():
+            raise ValueError("Input X contains infinity; only missing values may be marked.")
+        return values
+
     def _missing(self, X):
-        if is_scalar_nan(self.missing_values):
+        if is_scalar_nan(self.missing_values) or isinstance(self.missing_values, str):
             return np.isnan(X)
         return X == self.missing_values
 
     def _check_settings(self):
         """Raise a ValueError for public settings that do not fit together."""
-        if not (is_scalar_nan(self.missing_values) or math.isfinite(self.missing_values)):
+        if not (isinstance(self.missing_values, str) or is_scalar_nan(self.missing_values)
+                or math.isfinite(self.missing_values)):
             raise ValueError(
                 f"missing_values must be np.nan or a finite number, got {self.missing_values!r}."
             )

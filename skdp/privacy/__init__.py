@@ -27,9 +27,9 @@ from ._accounting import (
     gdp_to_pure_dp,
     joint_noise_multiplier,
     make_accountant,
-    pure_dp_to_gdp,
     poisson_gaussian_event,
     poisson_gaussian_step,
+    pure_dp_to_gdp,
     sensitivity_factor,
 )
 from ._clipping import (
@@ -43,10 +43,22 @@ from ._clipping import (
 from ._communicator import LocalCommunicator, current_communicator, using_communicator
 from ._noise import NoiseStream, gaussian_noise, laplace_noise
 from ._plan import ReleasePlan
-from ._releases import BatchReleases, InitialRelease, NoiseScale, Release
-from ._report import PrivacyReport, check_same_privacy_unit, compose_reports, silo_summary
 from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
-from ._sampling import Batches, PoissonSampler, UnitSampler, bernoulli_split, make_sampler
+from ._releases import BatchReleases, InitialRelease, NoiseScale, Release
+from ._report import (
+    PrivacyReport,
+    check_same_privacy_unit,
+    compose_reports,
+    silo_summary,
+)
+from ._sampling import (
+    Batches,
+    PoissonSampler,
+    UnitSampler,
+    bernoulli_split,
+    make_sampler,
+)
+from ._verdicts import MET, UNDETERMINED, VIOLATED, bound_verdicts, verdict_margin
 from ._weights import (
     UnitBounds,
     balanced_class_weights,
@@ -110,4 +122,9 @@ __all__ = [
     "poisson_gaussian_event",
     "poisson_gaussian_step",
     "sensitivity_factor",
+    "MET",
+    "UNDETERMINED",
+    "VIOLATED",
+    "bound_verdicts",
+    "verdict_margin",
 ]

@@ -41,6 +41,11 @@ class PrivacyReport:
         ``"unit (max_records_per_unit=k)"`` when a fit was given
         ``unit_ids`` (add or remove one unit with all its records; see
         :ref:`units`).
+    earlier : tuple of PrivacyReport
+        With ``warm_start``: the reports of the earlier fits this one
+        continued, oldest first (:func:`compose_reports`); ``epsilon`` and
+        ``dp_event`` compose them all, the noise and steps are the last
+        fit's.
 
     Notes
     -----
@@ -73,6 +78,7 @@ class PrivacyReport:
     initial_event: object = None
     step_events: tuple = ()
     privacy_unit: str = "record"
+    earlier: tuple = ()
 
     @property
     def private(self):
@@ -188,7 +194,17 @@ class PrivacyReport:
                         f"noise multiplier {_fmt(row['noise_multiplier'])}"
                     )
         lines.extend(f"  {line}" for line in self._batch_lines())
+        lines.extend(f"  {line}" for line in self._earlier_lines())
         return "\n".join(lines)
+
+    def _earlier_lines(self):
+        """A line naming the earlier fits a warm start continued, if any."""
+        if not self.earlier:
+            return []
+        each = ", ".join(_fmt(r.epsilon) for r in self.earlier)
+        return [f"continues {len(self.earlier)} earlier fit(s) (epsilon after each: {each}), "
+                "composed into the epsilon above; the releases and steps listed are the last "
+                "fit's"]
 
     def __str__(self):
         return self.summary()
@@ -237,7 +253,7 @@ class PrivacyReport:
             body.append("<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in values) + "</tr>")
         table = (f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
                  if body else "<p>No releases (nothing was released from the data).</p>")
-        batches = "<br>".join(esc(line) for line in self._batch_lines())
+        batches = "<br>".join(esc(line) for line in self._batch_lines() + self._earlier_lines())
         batches = f"<p>{batches}</p>" if batches else ""
         return f"<div class=\"skdp-privacy-report\"><p>{head}</p>{table}{batches}</div>"
 
@@ -336,7 +352,8 @@ def compose_reports(earlier, later):
     if later.initial_event is not None:
         prefix = dpa.ComposedDpEvent([earlier.dp_event, later.initial_event])
     return replace(later, epsilon=compute_epsilon(event, later.delta, later.accountant),
-                   dp_event=event, initial_event=prefix)
+                   dp_event=event, initial_event=prefix,
+                   earlier=earlier.earlier + (replace(earlier, earlier=()),))
 
 
 def _compose(initial_event, step_events, steps):

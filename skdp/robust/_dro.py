@@ -656,7 +656,23 @@ _DOC_PARAMS = """
         budget, in ``dp_event_`` as ``"score_calibration"``; see
         :ref:`privacy-after-training`); ``score_calibration_`` holds the
         ``(scale, shift)`` applied. None keeps the trained scores and leaves
-        that share to training.
+        that share to training. ``"auto"`` calibrates when the training
+        records (or units) can fill three pools of the noisy counts (about
+        280 at ``epsilon=1``, ``delta=1e-5``); below, the share goes to
+        training (``score_calibration_`` is None).
+    model_check : bool, default=True (classifier)
+        Check the returned model privately on its training records: one
+        accounted release of its (group, true class, predicted class) counts
+        and its clipped log-loss (2 % of the budget, ``"model_check"`` in
+        ``dp_event_``), from which ``prediction_shares_`` and
+        ``check_log_loss_`` follow and a :class:`~skdp.exceptions.ModelCheckWarning`
+        says when the model is (nearly) constant or worse than a constant
+        predictor. Skipped, with a warning and nothing spent, when the
+        training records (or units) are too few for its noise to tell a
+        constant classifier from a useful one (fewer than about 2,640 at
+        ``epsilon=1``, 425 at ``epsilon=8``, ``delta=1e-5``, for two classes
+        without groups). False skips
+        it (the attributes are then None) and leaves its share to training.
     warm_start : bool, default=False
         With True, ``fit`` on a fitted estimator starts from its parameters
         (``coef_`` and ``intercept_``, or the module's state) instead of a
@@ -795,6 +811,7 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         max_sample_weight=1.0,
         warm_start=False,
         calibration="auto",
+        model_check=True,
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
         solver_options=None,
@@ -820,6 +837,7 @@ class DPDROClassifier(_DROMixin, BaseDPClassifier):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.calibration = calibration
+        self.model_check = model_check
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
         self.solver_options = solver_options

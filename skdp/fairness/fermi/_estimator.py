@@ -19,6 +19,8 @@ from ..._groups import _is_dataframe, encode_groups, select_columns
 from ...models import gather_store_rows, is_row_store
 from ...debug import report_fit_times
 from ...privacy import compose_reports, current_communicator, silo_summary
+from .._compiled import make_constraints
+from .._verdicts import check_constraints
 from ._ermi import FAIRNESS_NOTIONS, ermi, fairness_strata
 from ._server import FermiRun, LocalSilos, engine, train_on_silos
 from ._trainer import SCHEDULES
@@ -194,6 +196,15 @@ class DPFERMIClassifier(BaseDPClassifier):
         metadata routing off; it is removed from the features (also when
         predicting) like ``sensitive_columns``. ``fit(unit_ids=...)`` takes
         precedence.
+    model_check : bool, default=True
+        Check the returned model privately on its training records: one
+        accounted release of its (group, true class, predicted class) counts
+        and its clipped log-loss (2 % of the budget, ``"model_check"`` in
+        ``dp_event_``), from which ``prediction_shares_`` and
+        ``check_log_loss_`` follow and a :class:`~skdp.exceptions.ModelCheckWarning`
+        says when the model is (nearly) constant or worse than a constant
+        predictor. False skips
+        it (the attributes are then None) and leaves its share to training.
     warm_start : bool, default=False
         With True, ``fit`` on a fitted estimator starts from its parameters
         (``coef_`` and ``intercept_``, or the module's state) instead of a
@@ -456,6 +467,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         class_weight=None,
         max_sample_weight=1.0,
         warm_start=False,
+        model_check=True,
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
         solver_options=None,
@@ -481,6 +493,7 @@ class DPFERMIClassifier(BaseDPClassifier):
         self.class_weight = class_weight
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
+        self.model_check = model_check
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
         self.solver_options = solver_options
@@ -741,6 +754,7 @@ class DPFERMIClassifier(BaseDPClassifier):
             verbose=self.verbose, min_group_share=float(self._option("min_group_share")),
             class_counts=is_balanced(self.class_weight),
             max_records_per_unit=int(self.max_records_per_unit),
+            model_check=bool(self.model_check),
         )
 
         def make_backend(X_t, n_outputs):
@@ -983,6 +997,63 @@ class DPFERMIClassifier(BaseDPClassifier):
         self._store_privacy_report(silo_summary(reports))
 
     # ---------------------------------------------------------- diagnostics
+    def check_fairness(self, tolerance, *, constraint=None, confidence=0.95):
+        """Verdicts on rate constraints of the returned model, from its
+        private check (post-processing: nothing more is spent).
+
+        The check released the noisy counts of (group, true class, predicted
+        class) of the training records (``prediction_counts_``); each
+        constraint's value, its noise standard deviation and a verdict
+        ``"met"`` / ``"violated"`` / ``"undetermined"`` at ``confidence``
+        follow from them (:func:`skdp.privacy.bound_verdicts`), as
+        :class:`~skdp.fairness.DPRateConstrainedClassifier`'s
+        ``constraint_verdicts_`` do.
+
+        Parameters
+        ----------
+        tolerance : float
+            The bound on each constraint value (e.g. 0.05 for rates within
+            five points of each other); 0 gives the noisy gaps themselves.
+        constraint : str, builder, RateConstraint or list, default=None
+            The constraints (as :func:`~skdp.fairness.make_constraints`
+            takes them); None: the model's ``fairness`` notion.
+        confidence : float, default=0.95
+            One-sided confidence of each verdict.
+
+        Returns
+        -------
+        ConstraintCheck
+            ``names``, ``excess`` (value minus tolerance), ``std``,
+            ``verdicts``; ``as_frame()`` shows them as a table.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skdp import DPFERMIClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(6000, 3))
+        >>> group = rng.integers(0, 2, 6000)
+        >>> y = (X[:, 0] + 0.5 * group + rng.normal(size=6000) > 0).astype(int)
+        >>> model = DPFERMIClassifier(epsilon=1.0, random_state=0).fit(
+        ...     X, y, sensitive_features=group)
+        >>> check = model.check_fairness(0.1)
+        >>> sorted(set(check.verdicts) - {"met", "violated", "undetermined"})
+        []
+        """
+        check_is_fitted(self)
+        if self.prediction_counts_ is None:
+            raise ValueError(
+                f"{type(self).__name__} was fitted without its model check (model_check=False, "
+                "or too few records for its noise): there are no counts to judge. Refit with "
+                "model_check=True on more data, or judge the model on held-out data.")
+        compiled = make_constraints(
+            self.fairness if constraint is None else constraint, tolerance,
+            len(self.classes_), self.prediction_counts_.shape[0],
+            class_names=list(self.classes_),
+            group_names=None if self.groups_ is None else list(self.groups_))
+        return check_constraints(compiled, self.prediction_counts_, self.check_noise_std_,
+                                 confidence=confidence)
+
     def ermi_score(self, X, y, *, sensitive_features=None):
         """Exact ERMI of the fitted model's soft predictions on given data.
 

@@ -15,11 +15,15 @@ from sklearn.utils.validation import check_is_fitted
 from ..._fit.classifier import BaseDPClassifier
 from ..._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from ..._fit.columns import split_sensitive_columns
-from ..._fit.releases import ClassCounts, ModelCheck, ScoreCalibration
+from ..._fit.releases import ClassCounts, ClippedShare, ModelCheck, ScoreCalibration
 from ..._fit.state import FitState
 from ..._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..._groups import encode_groups
+from ...exceptions import ClippingWarning, ConstraintWarning
 from ...privacy import (
+    MET,
+    UNDETERMINED,
+    VIOLATED,
     BatchReleases,
     InitialRelease,
     PrivacyBudgetError,
@@ -27,9 +31,11 @@ from ...privacy import (
     ReleasePlan,
     current_communicator,
     gaussian_noise,
+    verdict_margin,
 )
 from .._compiled import CompiledConstraints, make_constraints
-from .._rates import constraint_values, evaluate_constraints, evaluate_hard_constraints
+from .._rates import evaluate_constraints, evaluate_hard_constraints
+from .._verdicts import check_constraints
 from ._trainer import RacoConfig, RacoNoise, train_raco
 
 #: Share of the per-step privacy (in GDP mu^2 terms) given to the clipped-
@@ -47,16 +53,9 @@ _N_CHECKPOINTS = 20
 #: expected count per batch to histogram noise are named in a warning.
 _SMALL_SET_RATIO = 3.0
 
-#: Smallest tail-averaged noisy violation flagged as "not met" (it must
-#: also exceed twice its standard error).
-_MET_MARGIN = 0.01
-
 #: Largest noisy share of one predicted class before the fit is flagged as
 #: a (nearly) constant classifier.
 _CONSTANT_SHARE = 0.99
-
-#: Monte Carlo draws for the noise of the checked constraint values.
-_CHECK_DRAWS = 200
 
 
 def _set_noise_ratio(compiled, sizes, noise):
@@ -231,7 +230,22 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         budget, in ``dp_event_`` as ``"score_calibration"``; see
         :ref:`privacy-after-training`); ``score_calibration_`` holds the
         ``(scale, shift)`` applied. None keeps the trained scores and leaves
-        that share to training.
+        that share to training. ``"auto"`` calibrates when the training
+        records (or units) can fill three pools of the noisy counts (about
+        280 at ``epsilon=1``, ``delta=1e-5``); below, the share goes to
+        training (``score_calibration_`` is None).
+    model_check : bool, default=True
+        Check the returned model privately on its training records: one
+        accounted release of its (group, true class, predicted class) counts
+        and its clipped log-loss (2 % of the budget, ``"model_check"`` in
+        ``dp_event_``), from which ``prediction_shares_`` and
+        ``check_log_loss_`` follow and a :class:`~skdp.exceptions.ModelCheckWarning`
+        says when the model is (nearly) constant or worse than a constant
+        predictor; the verdicts on the constraints
+        (``constraint_verdicts_``) come from the same release, so it is made
+        whatever the number of records (too few give "undetermined"
+        verdicts). False skips it (the attributes, ``constraints_met_``
+        included, are then None) and leaves its share to training.
     warm_start : bool, default=False
         With True, ``fit`` on a fitted estimator starts from its parameters
         (``coef_`` and ``intercept_``, or the module's state) instead of a
@@ -322,19 +336,28 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
     excluded_constraints_ : list of str
         Names of the requested constraints that were left out; the enforced
         ones are ``constraint_names_``.
-    noisy_violation_ : ndarray of shape (n_constraints,)
+    noisy_violation_ : ndarray of shape (n_constraints,) or None
         Constraint values of the *returned* model minus tolerances, on the
         training records, from the private check of the model
         (``prediction_counts_``: one noisy release of its (group, true
         class, predicted class) counts after training, accounted in
         ``dp_event_``).
-    constraints_met_ : bool
-        False when some requested constraint was left out
-        (``excluded_constraints_``), or when some ``noisy_violation_``
-        exceeds both 0.01 and twice its noise (``noisy_violation_std_``):
-        the returned model does not meet the tolerance. A warning says
-        which. Check it on held-out data before deploying the model.
-    noisy_violation_std_ : ndarray of shape (n_constraints,)
+    constraints_met_ : bool or None
+        True only when every enforced constraint's verdict is ``"met"``
+        (``constraint_verdicts_``) and no requested constraint was left out
+        (``excluded_constraints_``). A
+        :class:`~skdp.exceptions.ConstraintWarning` names the violated and
+        the undetermined ones. It is about the training records; check the
+        constraints on held-out data before deploying the model (see
+        :ref:`verdicts`). None when no check was made (``model_check=False``
+        or too few records for its noise).
+    constraint_verdicts_ : ndarray of shape (n_constraints,), dtype object, or None
+        Per enforced constraint, ``"met"`` (``noisy_violation_`` plus ``z``
+        times its noise std is at most 0), ``"violated"`` (minus ``z`` std
+        above 0) or ``"undetermined"``, with ``z`` the one-sided normal
+        quantile of the solver option ``verdict_confidence`` (0.95:
+        ``z = 1.645``); :func:`skdp.privacy.bound_verdicts`.
+    noisy_violation_std_ : ndarray of shape (n_constraints,) or None
         Standard deviation of ``noisy_violation_`` due to the check's noise
         (Monte Carlo over the public noise distribution: post-processing).
     prediction_shares_ : ndarray of shape (n_classes,)
@@ -389,19 +412,27 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
 
     # the constraints bound the rates of the predictions: calibrate with a
     # temperature alone, which changes none of them
-    _fit_releases = (ClassCounts(), ScoreCalibration(temperature_only=True), ModelCheck())
+    # the check also gives the constraint verdicts: made even where it
+    # cannot judge a constant classifier
+    _fit_releases = (ClassCounts(), ScoreCalibration(temperature_only=True),
+                     ModelCheck(skip_undecidable=False), ClippedShare())
 
     #: Trained by :func:`skdp.distributed.fit_data_parallel`.
     _data_parallel = True
 
     _released_attributes = BaseDPClassifier._released_attributes | {
         "history_", "lambda_", "expected_sizes_", "noisy_violation_", "noisy_violation_std_",
-        "constraints_met_", "constraints_", "constraint_names_", "excluded_groups_",
+        "constraints_met_", "constraint_verdicts_", "constraints_", "constraint_names_",
+        "excluded_groups_",
         "excluded_constraints_",
     }
 
     _solver_option_specs = {
         **BASE_SOLVER_OPTIONS,
+    "verdict_confidence": SolverOption(
+        0.95, [Interval(Real, 0.5, 1, closed="left")], 'float in [0.5, 1)',
+        'One-sided confidence of each verdict of ``constraint_verdicts_`` (post-processing '
+        'of the model check).'),
     "optimizer": SolverOption(
         'sgd', [StrOptions({"sgd", "adam"})], '{"sgd", "adam"}',
         "Optimizer of the model's step on the privatised gradient (post-processing)."),
@@ -551,6 +582,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         max_sample_weight=1.0,
         warm_start=False,
         calibration="auto",
+        model_check=True,
         max_records_per_unit=MAX_RECORDS_PER_UNIT,
         unit_column=None,
         solver_options=None,
@@ -576,6 +608,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         self.max_sample_weight = max_sample_weight
         self.warm_start = warm_start
         self.calibration = calibration
+        self.model_check = model_check
         self.max_records_per_unit = max_records_per_unit
         self.unit_column = unit_column
         self.solver_options = solver_options
@@ -821,7 +854,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 f"small_group_threshold=None: enforcing every constraint although {detail}; "
                 "their rate estimates are mostly noise and can drive the model to a constant. "
                 "Use a larger batch_size, merge small groups, or raise epsilon.",
-                UserWarning,
+                ConstraintWarning,
             )
             return
         names = list(compiled.names)
@@ -838,7 +871,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             "other groups' comparisons, but their own rates are not constrained: merge them "
             "into a larger group, raise epsilon or batch_size, or lower small_group_threshold "
             "to enforce them anyway.",
-            UserWarning,
+            ConstraintWarning,
         )
 
     def _load_best_checkpoint(self, backend, checkpoints, X_t, y_codes, group_codes):
@@ -1008,64 +1041,62 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
 
 
     def _judge_model(self, loss_sum, std):
-        """The check of the returned model, and its constraint values:
-        ``noisy_violation_``, ``noisy_violation_std_`` and
-        ``constraints_met_`` (post-processing of ``prediction_counts_``)."""
+        """The check of the returned model, and its constraint verdicts:
+        ``noisy_violation_``, ``noisy_violation_std_``,
+        ``constraint_verdicts_`` and ``constraints_met_`` (post-processing
+        of ``prediction_counts_``; all None when no check was made)."""
         super()._judge_model(loss_sum, std)
-        compiled = self.constraints_
-        n_constraints = compiled.n_constraints
-        if n_constraints == 0:
-            self.noisy_violation_ = np.zeros(0)
-            self.noisy_violation_std_ = np.zeros(0)
-            self.constraints_met_ = not self.excluded_constraints_
+        if self.prediction_counts_ is None:
+            self.noisy_violation_ = self.noisy_violation_std_ = None
+            self.constraint_verdicts_ = self.constraints_met_ = None
             return
-        tolerance = np.asarray(compiled.tolerance, dtype=np.float64)
-        values = self._constraint_values_of_counts(self.prediction_counts_)
-        spread = np.zeros(n_constraints)
-        if std is not None:
-            # public noise around the released counts: how far the values move
-            rng = np.random.default_rng(0)
-            draws = [self._constraint_values_of_counts(
-                self.prediction_counts_ + rng.normal(0.0, std, self.prediction_counts_.shape))
-                for _ in range(_CHECK_DRAWS)]
-            spread = np.std(draws, axis=0)
-        violation = values - tolerance
-        unmet = violation > np.maximum(_MET_MARGIN, 2.0 * spread)
-        self.noisy_violation_ = violation
-        self.noisy_violation_std_ = spread
-        self.constraints_met_ = not unmet.any() and not self.excluded_constraints_
-        if unmet.any():
-            order = np.argsort(-(violation - 2.0 * spread))
-            worst = [
-                f"{self.constraint_names_[j]}: {violation[j]:+.3f} (tolerance "
-                f"{compiled.tolerance[j]:g}, noise {spread[j]:.3f})"
-                for j in order[:3] if unmet[j]
-            ]
-            warnings.warn(
-                f"Constraints not met by the returned model: its constraint value minus "
-                f"tolerance on the training records (private check) is {'; '.join(worst)}, "
-                "beyond its noise; constraints_met_ is False and noisy_violation_ holds every "
-                "value. The tolerance is likely out of reach at this privacy level and group "
-                "sizes: raise tolerance or epsilon, and check the constraints on held-out data "
-                "before deploying.",
-                UserWarning,
-            )
+        confidence = self._option("verdict_confidence")
+        check = check_constraints(self.constraints_, self.prediction_counts_, std,
+                                  confidence=confidence,
+                                  min_denominator=self._option("min_denominator"))
+        self.noisy_violation_ = check.excess
+        self.noisy_violation_std_ = check.std
+        self.constraint_verdicts_ = check.verdicts
+        self.constraints_met_ = (bool((check.verdicts == MET).all())
+                                 and not self.excluded_constraints_)
+        self._warn_verdicts(check.excess, check.std, check.verdicts, confidence)
 
-    def _constraint_values_of_counts(self, counts):
-        """Hard constraint values from (group, true class, predicted class)
-        counts (clipped rates)."""
-        compiled = self.constraints_
-        atom_cell = np.asarray(compiled.atom_cell)  # (classes, groups) -> cell
-        n_cells = compiled.n_cells
-        hist = np.zeros((n_cells, counts.shape[2]))
-        for label in range(atom_cell.shape[0]):
-            for group in range(atom_cell.shape[1]):
-                cell = atom_cell[label, group]
-                if cell >= 0:
-                    hist[cell] += counts[min(group, counts.shape[0] - 1), label]
-        values = constraint_values(torch.as_tensor(hist), compiled,
-                                   min_denominator=self._option("min_denominator"), clip_rates=True)
-        return values.numpy()
+    def _warn_verdicts(self, violation, spread, verdicts, confidence):
+        """One :class:`~skdp.exceptions.ConstraintWarning` for the violated
+        constraints and one for the undetermined ones."""
+        tolerance = self.constraints_.tolerance
+
+        def listed(kind):
+            chosen = np.flatnonzero(verdicts == kind)
+            order = chosen[np.argsort(-(violation[chosen]))]
+            return "; ".join(
+                f"{self.constraint_names_[j]}: {violation[j]:+.3f} (tolerance "
+                f"{tolerance[j]:g}, noise std {spread[j]:.3f})" for j in order[:3])
+
+        if (verdicts == VIOLATED).any():
+            warnings.warn(
+                f"Constraints violated by the returned model: its constraint value minus "
+                f"tolerance on the training records (private check) is {listed(VIOLATED)}, "
+                f"beyond its noise at confidence {confidence:g}; constraints_met_ is False and "
+                "noisy_violation_ holds every value. The tolerance is likely out of reach at "
+                "this privacy level and group sizes: raise tolerance or epsilon, and check "
+                "the constraints on held-out data before deploying.",
+                ConstraintWarning,
+            )
+        undetermined = verdicts == UNDETERMINED
+        if undetermined.any():
+            margin = float(verdict_margin(confidence) * spread[undetermined].max())
+            warnings.warn(
+                f"Constraints undetermined: the private check of the returned model cannot "
+                f"tell at confidence {confidence:g} whether they hold, their noise is as large "
+                f"as their distance to the tolerance ({listed(UNDETERMINED)}; constraint value "
+                "minus tolerance on the training records). constraints_met_ is False. RaCO-DP "
+                "trains to the tolerance, so a binding constraint ends near it: to have it met "
+                f"beyond the noise, ask for a tolerance about {margin:.3g} below the one you "
+                "need; or give more data (larger groups) or raise epsilon. Check the "
+                "constraints on held-out data before deploying.",
+                ConstraintWarning,
+            )
 
     def _warn_from_history(self, noise, expected_batch):
         """Warnings from the noisy history only (post-processing): groups too
@@ -1092,7 +1123,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                     f"{denominators[small].min():.0f} records per batch, too few for histogram "
                     f"noise of {noise_std:.1f} per count; their rate estimates are mostly noise. "
                     "Use a larger batch_size, merge small groups, or raise epsilon.",
-                    UserWarning,
+                    ConstraintWarning,
                 )
         lam = hist["lambda"]
         growing = (lam[-1] > 1.5 * lam[steps // 2] + 1e-3) & (violation > 0.01)
@@ -1101,7 +1132,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             warnings.warn(
                 f"Lagrange multipliers keep growing for {names}: the tolerance may be infeasible "
                 "at this privacy level. Raise tolerance, or set dual_bound to cap the penalty.",
-                UserWarning,
+                ConstraintWarning,
             )
         # noisy clipped count over the (public) expected batch size, averaged
         # before clamping to [0, 1]
@@ -1111,7 +1142,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
                 f"About {100 * clipped:.0f}% of per-sample gradients are clipped (noisy "
                 "estimate) while constraints remain violated: clipping is biasing the "
                 "constraint gradient. Raise max_grad_norm.",
-                UserWarning,
+                ClippingWarning,
             )
 
     # ---------------------------------------------------------- diagnostics
