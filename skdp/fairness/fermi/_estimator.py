@@ -203,8 +203,12 @@ class DPFERMIClassifier(BaseDPClassifier):
         ``dp_event_``), from which ``prediction_shares_`` and
         ``check_log_loss_`` follow and a :class:`~skdp.exceptions.ModelCheckWarning`
         says when the model is (nearly) constant or worse than a constant
-        predictor. False skips
-        it (the attributes are then None) and leaves its share to training.
+        predictor; :meth:`check_fairness` reads rate-constraint verdicts
+        from it. Each silo releases its own counts, whatever their number
+        (the server of a federated fit learns the silos' sizes only from
+        them); with too few records the check says it cannot judge. False
+        skips it (the attributes are then None) and leaves its share to
+        training.
     warm_start : bool, default=False
         With True, ``fit`` on a fitted estimator starts from its parameters
         (``coef_`` and ``intercept_``, or the module's state) instead of a
@@ -813,6 +817,8 @@ class DPFERMIClassifier(BaseDPClassifier):
             self.prediction_counts_ = fit.check[:-1].reshape(-1, n_classes, n_classes)
             self.check_noise_std_ = fit.check_std
             self._judge_model(fit.check[-1] * ModelCheck.loss_bound, fit.check_std)
+        else:  # no check made (model_check=False, or too few records for it)
+            ModelCheck.clear(self)
         return self
 
     # ------------------------------------------------------------- inputs
