@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import sklearn
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.pipeline import Pipeline
@@ -122,6 +122,8 @@ def _clipped_gradient_sum(problem, C, seed):
 @pytest.mark.parametrize("Estimator", ESTIMATORS)
 @settings(max_examples=20, deadline=None)
 @given(panel=panels())
+# found by CI: a unit of 61 records at weight 1e12, exactly at the bound
+@example(panel=([61, 1], 3, 1e12, 65536, 1, 1, 2.0))
 def test_one_unit_moves_every_release_by_at_most_its_sensitivity(Estimator, panel):
     problems, present, omega = _panel_problems(Estimator, panel)
     C = 1.5
@@ -143,7 +145,13 @@ def test_one_unit_moves_every_release_by_at_most_its_sensitivity(Estimator, pane
         a = solver.solve(omega, torch.zeros(problem.targets.shape[1] - 1, 4), None)
         b = neighbour_solver.solve(omega, torch.zeros_like(a), None)
         bound = solver.output_sensitivity(omega * problem.omega_factor)
-        assert float((a - b).norm()) <= 0.5 * bound * (1 + 1e-4) + 1e-7
+        moved = float((a - b).norm())
+        # the stated sensitivity holds strictly; its half, the exact
+        # argmin's bound, up to the solver's accuracy (a unit of 61 records
+        # at weight 1e12 is exactly at the bound, and the iterative solves
+        # overshot it by 0.08 %)
+        assert moved <= bound
+        assert moved <= 0.5 * bound * (1 + 1e-2) + 1e-7
 
     # the ridge's target-scale histogram, weighted by the unit factors
     train = problems[0]
