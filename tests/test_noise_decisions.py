@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from scipy.special import expit
 from sklearn.metrics import accuracy_score, log_loss
 
-from skdp import DPRateConstrainedClassifier, DPSGDClassifier
+from skdp import (
+    DPBilevelLogisticRegression,
+    DPDROClassifier,
+    DPRateConstrainedClassifier,
+    DPSGDClassifier,
+)
 from skdp._fit.releases import ClippedShare, ModelCheck, ScoreCalibration
 from skdp.exceptions import (
     CategoryWarning,
@@ -64,11 +69,20 @@ def test_verdict_confidence_is_checked():
 
 
 # ---------------------------------------------- releases planned from n
-@pytest.mark.parametrize("epsilon", [1.0, 8.0])
-def test_the_planned_noise_is_the_reports_noise(epsilon):
+@pytest.mark.parametrize("make", [
+    lambda: DPSGDClassifier(epsilon=1.0, max_steps=20, random_state=0),
+    lambda: DPSGDClassifier(epsilon=8.0, max_steps=20, random_state=0),
+    lambda: DPRateConstrainedClassifier(epsilon=8.0, max_steps=20, random_state=0),
+    lambda: DPDROClassifier(epsilon=8.0, max_steps=20, random_state=0),
+    lambda: DPBilevelLogisticRegression(epsilon=8.0, random_state=0),
+])
+def test_the_planned_noise_is_the_reports_noise(make):
     """The public pre-check reads the noise the plan then gives each release."""
     X, y = _logistic(40_000)
-    model = DPSGDClassifier(epsilon=epsilon, max_steps=20, random_state=0).fit(X, y)
+    model = make()
+    fit_params = ({"sensitive_features": np.arange(len(y)) % 2}
+                  if isinstance(model, DPRateConstrainedClassifier) else {})
+    model.fit(X, y, **fit_params)
     for release in (ScoreCalibration(), ModelCheck(), ClippedShare()):
         assert release.name in model.privacy_report_.noise
         assert release.planned_std(model) == pytest.approx(
