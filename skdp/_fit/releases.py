@@ -414,6 +414,7 @@ class ModelCheck(FitRelease):
         n_groups = self.n_groups(estimator, state)
         with np.errstate(invalid="ignore", over="ignore"):
             scores = estimator._decision(X)
+        state.returned_scores = scores  # for the releases after it: one pass
         # with units, a record adds its unit factor: a unit adds at most 1
         factors = unit_factors(state)
         counts = torch.zeros(n_groups * n_classes * n_classes, dtype=torch.float64)
@@ -558,10 +559,13 @@ class ClippedShare(FitRelease):
         if y_codes is None or not self.applies(estimator) or (
                 report.private and not self.planned(report)):
             return
+        scores = state.returned_scores  # the model check's pass, when it ran
         with np.errstate(invalid="ignore", over="ignore"):
-            logits = np.asarray(estimator._raw_logits(X), dtype=np.float64)
-            if logits.shape[1] == 1:  # one score: the logits (0, s)
-                logits = np.column_stack([np.zeros(len(logits)), logits[:, 0]])
+            if scores is None:
+                scores = estimator._decision(X)
+            logits = np.asarray(scores, dtype=np.float64)
+            if logits.ndim == 1:  # a binary model's score: the logits (0, s)
+                logits = np.column_stack([np.zeros(len(logits)), logits])
             logits = logits - logits.max(1, keepdims=True)
             proba = np.exp(logits)
             proba /= proba.sum(1, keepdims=True)

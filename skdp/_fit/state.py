@@ -92,6 +92,9 @@ class FitState:
         Records (or units) the sampling rate is about.
     q : float or None
         The Poisson sampling rate of a training step.
+    returned_scores : ndarray or None
+        The returned model's decision scores on the training rows, computed
+        once by the model check for the releases after it.
     """
 
     y_codes: Optional[np.ndarray] = None
@@ -109,3 +112,4 @@ class FitState:
     initial_weights: Optional[np.ndarray] = None
     n: Optional[int] = None
     q: Optional[float] = None
+    returned_scores: Optional[np.ndarray] = None
