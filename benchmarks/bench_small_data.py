@@ -89,11 +89,16 @@ def main():
                              "drawn for training), not on the test split: for choosing defaults")
     parser.add_argument("--shrinkage", type=float, default=None,
                         help="override skdp._fit.calibration.SHRINKAGE (with --tune)")
+    parser.add_argument("--noise-walk", type=float, default=None,
+                        help="override DPSGDClassifier._auto_noise_walk, the bound of "
+                             'learning_rate="auto" (with --tune)')
     parser.add_argument("--epsilon", type=float, default=1.0)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     if args.shrinkage is not None:
         score_calibration.SHRINKAGE = args.shrinkage
+    if args.noise_walk is not None:
+        DPSGDClassifier._auto_noise_walk = args.noise_walk
 
     X_train, y_train, _, X_test, y_test, _ = load_adult()
     if args.tune:

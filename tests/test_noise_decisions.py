@@ -177,6 +177,36 @@ def test_default_calibration_never_hurts(setting):
     assert np.median(default[:, 1]) <= np.median(none[:, 1]) * (1 + 1e-4)
 
 
+def test_auto_learning_rate_keeps_a_small_fit_above_the_majority_rate():
+    """At 300 records and epsilon=1 the noise's walk over the fit would move
+    each weight by about one unit at learning_rate=0.5 (here 3 of 8 seeds
+    fall below the majority rate); "auto" lowers the step from public
+    quantities so that every seed beats a constant, and keeps 0.5 where the
+    data outweighs the noise."""
+    def sparse_logistic(n, seed):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(n, 30))
+        coef = np.zeros(30)
+        coef[:5] = np.linspace(1.5, -1.0, 5)
+        return X, (rng.random(n) < expit(X @ coef + 1.0)).astype(int)
+
+    X_test, y_test = sparse_logistic(20_000, 99)
+    majority = max(np.mean(y_test), 1 - np.mean(y_test))
+    for seed in range(8):
+        X, y = sparse_logistic(300, seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoiseDecisionWarning)
+            model = DPSGDClassifier(random_state=seed).fit(X, y)
+        walk = (model.noise_multiplier_ * model.max_grad_norm * np.sqrt(model.n_steps_)
+                / (model.sampling_rate_ * 300))
+        assert model.learning_rate_ == pytest.approx(0.3 / walk)
+        assert model.learning_rate_ < 0.5
+        assert model.score(X_test, y_test) > majority
+    X, y = sparse_logistic(20_000, 0)
+    assert DPSGDClassifier(max_steps=50, random_state=0).fit(X, y).learning_rate_ == 0.5
+    assert DPSGDClassifier(learning_rate=2.0, max_steps=5).fit(X, y).learning_rate_ == 2.0
+
+
 # ----------------------------------------------------- constraint verdicts
 def test_small_group_constraint_is_undetermined_and_warns():
     """A 10 % group of 500 records at epsilon=1: the check's noise on its

@@ -156,6 +156,8 @@ class DPSGDRegressor(_DPSGDMixin, BaseDPRegressor):
         Number of privacy units with ``unit_ids`` (public, like the number of
         records); None without them.
     n_steps_ : int
+    learning_rate_ : float
+        The step size used (``learning_rate``).
     sampling_rate_ : float
     batch_size_ : int
     n_features_in_ : int
