@@ -1,6 +1,29 @@
-"""Shared pytest configuration: say plainly which optional tests a run skipped."""
+"""Shared pytest configuration: share the cores between pytest-xdist workers,
+and say plainly which optional tests a run skipped."""
 
 import importlib.util
+import os
+
+
+def _share_the_cores_between_workers():
+    """Under pytest-xdist, give each worker its share of the cores (torch's
+    intra-op threads and the BLAS threads of numpy and scikit-learn), unless
+    the run sets a thread count itself: two workers of two threads each on
+    two cores spend a quarter of the suite's time waiting for each other."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None or "OMP_NUM_THREADS" in os.environ:
+        return
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+    threads = max(1, cores // int(workers))
+    torch.set_num_threads(threads)
+    threadpool_limits(limits=threads)
+
+
+_share_the_cores_between_workers()
 
 
 def pytest_terminal_summary(terminalreporter):

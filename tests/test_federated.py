@@ -288,19 +288,54 @@ def test_empty_node_list_is_waited_for_then_times_out():
 
 
 @needs_flower
-def test_same_fit_in_process_in_flower_simulation_and_in_a_flower_deployment():
+def test_same_fit_in_process_in_flower_simulation_and_in_a_tls_flower_deployment(capfd):
+    """One Flower simulation (with ``unit_ids``) and one localhost deployment
+    in the documented TLS set-up (a CA, a SuperLink with certificate and key,
+    SuperNodes and ``flwr run`` trusting the CA) give the in-process fits;
+    the simulation prints no "run_simulation" banner; a SuperNode that dies
+    mid-training is named. (One of each: every Flower start costs ~20 s.)"""
+    import logging
+
     from skdp.federated import LocalFederation
 
     X, y, g, silo = _silos_data()
     kw = dict(lam=2.0, max_steps=3, random_state=11)
-    local = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
+    in_process = {"engine_options": {"batched": False}}
+    local = DPFERMIClassifier(**kw, solver_options=in_process).fit(
         X, y, sensitive_features=g, silo_ids=silo)
-    simulated = DPFERMIClassifier(**kw, solver_options={"engine": "flower-simulation"}).fit(
-        X, y, sensitive_features=g, silo_ids=silo)
+    # persons of up to ~20 records, each in one silo (unit % 3 == silo)
+    units = silo + 3 * np.random.default_rng(1).integers(0, 2000, len(y))
+    kw_units = dict(kw, max_records_per_unit=3)
+    local_units = DPFERMIClassifier(**kw_units, solver_options=in_process).fit(
+        X, y, sensitive_features=g, silo_ids=silo, unit_ids=units)
+
+    logger = logging.getLogger("flwr")
+    filters_before = list(logger.filters)
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logger.addHandler(handler)
+    try:
+        simulated = DPFERMIClassifier(**kw_units, solver_options={"engine": "flower-simulation"})
+        simulated.fit(X, y, sensitive_features=g, silo_ids=silo, unit_ids=units)
+    finally:
+        logger.removeHandler(handler)
+    out, err = capfd.readouterr()
+    assert not any("`run_simulation`" in r.getMessage() for r in records)
+    assert "`run_simulation` function is deprecated" not in out + err
+    assert logger.filters == filters_before  # the filter is gone after the call
+    np.testing.assert_allclose(simulated.coef_, local_units.coef_, rtol=1e-6, atol=1e-7)
+    assert simulated.epsilon_ == local_units.epsilon_
+    assert simulated.n_units_ == local_units.n_units_ == len(np.unique(units))
+    assert simulated.privacy_report_.privacy_unit == "unit (max_records_per_unit=3)"
+
     data = [(X[silo == j], y[silo == j], g[silo == j]) for j in range(3)]
-    with LocalFederation(data) as federation:
+    with LocalFederation(data, tls=True) as federation:
         deployed = federation.fit(DPFERMIClassifier(**kw), classes=[0, 1], groups=[0, 1],
                                   n_features=X.shape[1])
+        assert "https://127.0.0.1" in (federation.workdir / "superlink.log").read_text(
+            errors="replace")
+        assert (federation.workdir / "certs" / "ca.crt").exists()
         # a SuperNode that dies mid-training: a clear error, no fitted model
         long = DPFERMIClassifier(lam=2.0, max_steps=500, random_state=11)
         log = federation.workdir / "supernode1.log"
@@ -321,12 +356,11 @@ def test_same_fit_in_process_in_flower_simulation_and_in_a_flower_deployment():
             federation.fit(long, classes=[0, 1], groups=[0, 1], n_features=X.shape[1],
                            round_timeout=8.0)
         killer.join()
-    for fitted in (simulated, deployed):
-        np.testing.assert_array_equal(fitted.coef_, local.coef_)
-        np.testing.assert_array_equal(fitted.intercept_, local.intercept_)
-        np.testing.assert_array_equal(fitted.silo_epsilons_, local.silo_epsilons_)
-        np.testing.assert_array_equal(fitted.W_, local.W_)
-        assert fitted.n_steps_ == 3
+    np.testing.assert_array_equal(deployed.coef_, local.coef_)
+    np.testing.assert_array_equal(deployed.intercept_, local.intercept_)
+    np.testing.assert_array_equal(deployed.silo_epsilons_, local.silo_epsilons_)
+    np.testing.assert_array_equal(deployed.W_, local.W_)
+    assert deployed.n_steps_ == 3
     assert deployed.silos_.tolist() == ["0", "1", "2"]
     assert np.all(local.silo_epsilons_ <= 1.0)
 
@@ -349,27 +383,6 @@ def test_packed_messages_round_trip_every_array_exactly():
         pack_arrays({"labels": np.array(["a", "b"], dtype=object)})
     with pytest.raises(ValueError, match="corrupt"):
         unpack_arrays(pack_arrays({"x": np.ones(2)}) + b"\0")
-
-
-@needs_flower
-def test_tls_deployment_gives_the_in_process_fit():
-    """The documented TLS set-up (a CA, a SuperLink with certificate and key,
-    SuperNodes and ``flwr run`` trusting the CA), on localhost."""
-    from skdp.federated import LocalFederation
-
-    X, y, g, silo = _silos_data(n=2_000, n_silos=2, seed=3)
-    kw = dict(lam=1.0, max_steps=2, random_state=5)
-    local = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
-        X, y, sensitive_features=g, silo_ids=silo)
-    data = [(X[silo == j], y[silo == j], g[silo == j]) for j in range(2)]
-    with LocalFederation(data, tls=True) as federation:
-        deployed = federation.fit(DPFERMIClassifier(**kw), classes=[0, 1], groups=[0, 1],
-                                  n_features=X.shape[1])
-        link_log = (federation.workdir / "superlink.log").read_text(errors="replace")
-        assert "https://127.0.0.1" in link_log
-        assert (federation.workdir / "certs" / "ca.crt").exists()
-    np.testing.assert_array_equal(deployed.coef_, local.coef_)
-    np.testing.assert_array_equal(deployed.silo_epsilons_, local.silo_epsilons_)
 
 
 def test_supernode_polls_at_the_pace_of_the_rounds(monkeypatch):
@@ -418,32 +431,10 @@ def test_supernode_polls_at_the_pace_of_the_rounds(monkeypatch):
 
 
 @needs_flower
-def test_flower_simulation_does_not_print_the_run_simulation_banner(capfd):
-    """Flower's "DEPRECATED FEATURE: run_simulation" warning is filtered
-    during the engine's call only; the fit still works and other Flower
-    warnings still show."""
+def test_run_simulation_banner_filter_drops_only_the_banner():
+    """The filter the simulation engine puts on Flower's logger during its
+    call (the call itself: the simulation-and-deployment test above)."""
     import logging
-
-    logger = logging.getLogger("flwr")
-    filters_before = list(logger.filters)
-    records = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append
-    logger.addHandler(handler)
-    try:
-        X, y, g, silo = _silos_data(n=1200, n_silos=2)
-        model = DPFERMIClassifier(max_steps=2, random_state=0,
-                                  solver_options={"engine": "flower-simulation"}).fit(
-            X, y, sensitive_features=g, silo_ids=silo)
-    finally:
-        logger.removeHandler(handler)
-    out, err = capfd.readouterr()
-    messages = [r.getMessage() for r in records]
-    assert not any("`run_simulation`" in m for m in messages), messages
-    assert "`run_simulation` function is deprecated" not in out + err
-    assert logger.filters == filters_before  # the filter is gone after the call
-    assert model.n_steps_ == 2 and np.all(np.isfinite(model.coef_))
-    assert model.predict(X[:5]).shape == (5,)
 
     from skdp.federated._simulation import _RunSimulationBanner
 

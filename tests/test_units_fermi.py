@@ -1,13 +1,10 @@
 """DP-FERMI with privacy units (``unit_ids``, issue 24): every release of a
 silo bounded per unit, units sampled and bounded inside their silo, the
 accounting with units in place of records, and the silo protocol (in
-process, through the protocol without a network, and in Flower's
-simulation)."""
+process and through the protocol without a network; in Flower's simulation:
+tests/test_federated.py)."""
 
-import importlib.util
 import json
-import math
-import os
 
 import numpy as np
 import pandas as pd
@@ -57,8 +54,6 @@ from skdp.federated import (
 from skdp.models import make_backend
 from skdp.privacy import compute_epsilon
 
-HAS_FLOWER = importlib.util.find_spec("flwr") is not None
-os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 FAST = {"lam": 2.0, "max_steps": 12, "random_state": 0}
 
@@ -403,17 +398,3 @@ def _settings_of(transport):
                       classes=[0, 1], groups=[0, 1], n_features=5)
     transport.setup = setup
     return seen["settings"]
-
-
-@pytest.mark.skipif(not HAS_FLOWER, reason="needs Flower: pip install -e '.[federated]'")
-def test_flower_simulation_with_units():
-    X, y, g, units, silos = _data(n=900, n_units=120, n_silos=2)
-    kw = {"lam": 1.0, "max_steps": 4, "random_state": 0, "max_records_per_unit": 3}
-    local = DPFERMIClassifier(**kw, solver_options={"engine_options": {"batched": False}}).fit(
-        X, y, sensitive_features=g, silo_ids=silos, unit_ids=units)
-    flower = DPFERMIClassifier(**kw, solver_options={"engine": "flower-simulation"}).fit(
-        X, y, sensitive_features=g, silo_ids=silos, unit_ids=units)
-    np.testing.assert_allclose(flower.coef_, local.coef_, rtol=1e-6, atol=1e-7)
-    assert flower.epsilon_ == local.epsilon_ and flower.n_units_ == local.n_units_ == 120
-    assert flower.privacy_report_.privacy_unit == "unit (max_records_per_unit=3)"
-    assert math.isfinite(flower.epsilon_)
