@@ -1,5 +1,6 @@
 """Shared pytest configuration: share the cores between pytest-xdist workers,
-and say plainly which optional tests a run skipped."""
+start the long tests first, and say plainly which optional tests a run
+skipped."""
 
 import importlib.util
 import os
@@ -21,9 +22,22 @@ def _share_the_cores_between_workers():
     threads = max(1, cores // int(workers))
     torch.set_num_threads(threads)
     threadpool_limits(limits=threads)
+    # and the processes the tests start (silos, ranks, fresh fits) inherit it
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
 
 
 _share_the_cores_between_workers()
+
+
+#: Modules with tests that run for tens of seconds (fresh processes, Flower,
+#: torch.distributed ranks): collected first, so that pytest-xdist starts
+#: them first and the other workers' short tests fill the time beside them.
+_LONG_MODULES = ("test_reproducibility.py", "test_federated.py", "test_distributed.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in _LONG_MODULES)  # stable
 
 
 def pytest_terminal_summary(terminalreporter):
