@@ -28,6 +28,7 @@ extensions = [
 # rendered with its output and figures (CI builds it with warnings as
 # errors, so an example that fails or warns fails the build). Others are
 # shown without running. Examples read the data embedded in the package.
+# Two examples run at a time (SKDP_DOCS_JOBS sets how many).
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "auto_examples",
@@ -36,6 +37,7 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "show_memory": False,
     "min_reported_time": 1,
+    "parallel": int(os.environ.get("SKDP_DOCS_JOBS", "2")),
 }
 
 # API pages: autosummary generates one page per object into docs/generated/
