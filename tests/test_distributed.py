@@ -436,6 +436,9 @@ def test_unsupported_estimators_and_arguments_are_refused():
         launch(_regressor(), X[:1], y[:1], n_processes=2)
     with pytest.raises(ValueError, match="backend must be one of"):
         launch(_regressor(), X, y, backend="mpi")
+    with pytest.raises(ValueError, match=r"backend='nccl' needs a CUDA estimator: "
+                                         r"DPSGDRegressor has device='cpu'"):
+        launch(_regressor(), X, y, backend="nccl")
     with pytest.raises(ValueError, match="DPBilevelRidge cannot be trained data-parallel; "
                                          "fit_data_parallel supports DPDROClassifier"):
         launch(DPBilevelRidge(), X, y)

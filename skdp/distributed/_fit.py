@@ -80,6 +80,7 @@ def fit_data_parallel(estimator, X, y, *, group=None, **fit_params):
             "up its environment), or train on one machine with skdp.distributed.launch."
         )
     _check_estimator(estimator, fit_params)
+    _check_device(estimator, dist.get_backend(group))
     comm_facts = _shard_facts(estimator, X, y, fit_params)
     gathered = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, comm_facts, group=group)
@@ -99,6 +100,18 @@ def _check_estimator(estimator, fit_params):
             f"{', '.join(supported_estimators())}. Fit it in one process instead."
         )
     _check_one_silo(estimator, fit_params)
+
+
+def _check_device(estimator, backend):
+    """A ValueError for a backend that cannot carry the estimator's tensors:
+    nccl moves CUDA tensors only."""
+    device = str(getattr(estimator, "device", "cpu"))
+    if backend == "nccl" and not device.startswith("cuda"):
+        raise ValueError(
+            f"backend='nccl' needs a CUDA estimator: {type(estimator).__name__} has "
+            f"device={device!r}. Set device='cuda' on the estimator (one GPU per process), "
+            "or use backend='gloo' on the CPU."
+        )
 
 
 def _check_one_silo(estimator, fit_params):

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from ._fit import _check_estimator, fit_data_parallel
+from ._fit import _check_device, _check_estimator, fit_data_parallel
 
 #: Fit arguments that hold one value per row of X, split with the rows.
 PER_ROW_FIT_PARAMS = ("sample_weight", "sensitive_features", "unit_ids")
@@ -83,6 +83,7 @@ def launch(estimator, X, y, *, n_processes=2, backend="gloo", timeout=DEFAULT_TI
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}.")
     _check_estimator(estimator, fit_params)
+    _check_device(estimator, backend)
     bounds = np.linspace(0, n_samples, int(n_processes) + 1).round().astype(int)
     if fit_params.get("unit_ids") is not None:
         bounds = _unit_boundaries(bounds, fit_params["unit_ids"])
