@@ -72,8 +72,11 @@ def main():
     print(f"Adult: {n} train / {len(X_test)} test rows, {d} inputs; "
           f"epsilon={EPSILON}, delta={DELTA}, batch={BATCH}, steps={n_steps}")
 
-    # warm up torch kernels once (not a fit cost)
-    DPSGDClassifier(epsilon=None, batch_size=BATCH, max_steps=5).fit(X_train, y_train)
+    # the first private fit of the process (imports and first-call costs
+    # included), reported apart; it also warms up the kernels for the others
+    first = DPSGDClassifier(epsilon=EPSILON, delta=DELTA, batch_size=BATCH, max_steps=n_steps,
+                            random_state=99)
+    _, first_seconds = timed(first.fit, X_train, y_train)
 
     print("scikit-learn LogisticRegression fits ...", flush=True)
     sk_times, sk_acc = [], []
@@ -122,9 +125,10 @@ def main():
         f"{1e3 * median(dp_cal):.0f} ms, cold cache)",
         ["method", "fit s", "ms/step", "test acc", "epsilon", "time / sklearn"], rows,
     )
-    print(f"\nskdp / Opacus fit time: {dp / op:.3f}   skdp / sklearn fit time: {dp / sk:.3f}")
+    print(f"\nskdp / Opacus fit time: {dp / op:.3f}   skdp / sklearn fit time: {dp / sk:.3f}"
+          f"   first skdp fit of the process: {first_seconds:.3f} s ({first_seconds / sk:.2f}x)")
     print(f"targets: accuracy >= 0.845 ({np.mean(dp_acc) >= 0.845}), "
-          f"<= 0.5x sklearn ({dp / sk <= 0.5}), <= 0.2x Opacus ({dp / op <= 0.2})")
+          f"<= 0.1x sklearn ({dp / sk <= 0.1}), <= 0.2x Opacus ({dp / op <= 0.2})")
 
 
 if __name__ == "__main__":

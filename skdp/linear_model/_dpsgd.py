@@ -77,7 +77,9 @@ class _DPSGDMixin:
     def _targets(self, report, generator, device, X_t, state):
         weights = None if state.units is None else state.units.factors
         targets = state.make_targets(report, generator, device, weights=weights)
-        return targets.to(device=device, dtype=X_t.dtype)
+        # stored class-major (a transposed view of (n_outputs, n) memory),
+        # which is how the trainer reads them
+        return targets.to(device=device, dtype=X_t.dtype).T.contiguous().T
 
     def _train(self, backend, targets, report, generator, state):
         config = DPSGDConfig(

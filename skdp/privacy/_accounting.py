@@ -22,7 +22,7 @@ from functools import lru_cache
 import dp_accounting as dpa
 import numpy as np
 from dp_accounting import pld, rdp
-from scipy import optimize, stats
+from scipy import optimize, special
 
 #: Value discretization of the PLD accountant used by skdp. Coarser grids give
 #: larger (still certified) epsilons; 1e-3 is within 0.1 % of dp-accounting's
@@ -473,9 +473,10 @@ def gdp_delta(epsilon, mu):
     >>> round(float(gdp_delta(1.0, gdp_mu(1.0, 1e-5))) / 1e-5, 6)
     1.0
     """
-    norm = stats.norm
-    second = math.exp(min(epsilon + norm.logcdf(-epsilon / mu - mu / 2), 700.0))
-    return norm.cdf(-epsilon / mu + mu / 2) - second
+    # scipy.special's ndtr / log_ndtr are what scipy.stats.norm's cdf and
+    # logcdf evaluate, without the distribution machinery's ~50 us a call
+    second = math.exp(min(epsilon + special.log_ndtr(-epsilon / mu - mu / 2), 700.0))
+    return special.ndtr(-epsilon / mu + mu / 2) - second
 
 
 def gdp_epsilon(mu, delta):
@@ -526,12 +527,12 @@ def pure_dp_to_gdp(epsilon0):
     if not epsilon0 > 0:
         raise ValueError(f"epsilon0 must be positive, got {epsilon0!r}.")
     p = 1.0 / (1.0 + math.exp(-epsilon0))
-    return 2.0 * float(stats.norm.ppf(p))
+    return 2.0 * float(special.ndtri(p))
 
 
 def gdp_to_pure_dp(mu):
     """Inverse of :func:`pure_dp_to_gdp`: the epsilon0 whose bound is ``mu``."""
-    p = float(stats.norm.cdf(mu / 2.0))
+    p = float(special.ndtr(mu / 2.0))
     return math.log(p / (1.0 - p))
 
 
