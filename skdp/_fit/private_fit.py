@@ -11,6 +11,7 @@ from sklearn.utils import check_random_state
 
 from .._doc_link import DocLinkMixin
 from ..privacy import SecureGenerator
+from ..privacy.ledger import charge_report
 
 __all__ = ["PrivateFitMixin"]
 
@@ -107,11 +108,22 @@ class PrivateFitMixin(DocLinkMixin):
             )
         return report
 
+    def _charge_ledger(self, report, *, extra_delta=0.0):
+        """Reserve ``report``'s releases in the active
+        :class:`~skdp.privacy.PrivacyLedger`, if any: called once the noise
+        is planned, before the first release (a refused fit releases
+        nothing). :meth:`_store_privacy_report` commits it."""
+        self._ledger_charge = charge_report(type(self).__name__, report,
+                                            extra_delta=extra_delta)
+
     def _store_privacy_report(self, report, *, delta=None):
         """Fitted privacy attributes, the same for every estimator and step.
 
         ``delta`` overrides the report's delta (a step whose fit adds a
         stability delta outside its event)."""
+        charge = self.__dict__.pop("_ledger_charge", None)
+        if charge is not None:
+            charge.commit()
         self.privacy_report_ = report
         self.privacy_unit_ = report.privacy_unit
         self.epsilon_ = report.epsilon

@@ -246,6 +246,7 @@ class BaseDPEstimator(
         self._bound_units(state, generator)
         plan = self._with_fit_releases(self._plan(X, state, generator), X, state)
         report, calibration_time = self._timed(self._calibrate, plan, state)
+        self._charge_ledger(report)
         X_t = self._to_tensor(X, device, dtype=self._training_dtype)
         backend = self._make_backend(X_t, state.n_outputs or self._n_model_outputs(), seed)
         self._weigh_records(backend, state, report, generator, X_t)

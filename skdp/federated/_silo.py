@@ -46,6 +46,8 @@ from ..fairness.fermi.protocol import (
     silo_unit_bounds,
 )
 from ..models import make_mlp, training_rows
+from ..privacy import PrivacyBudgetError
+from ..privacy.ledger import LedgerError, PrivacyLedger
 
 
 class SiloRefusal(RuntimeError):
@@ -70,10 +72,30 @@ class SiloPolicy:
         server's). ``"record"`` protects whole records. Add
         ``"sensitive_attribute"`` only where the silo's features and labels
         may be treated as public: that unit protects the group alone.
+    ledger : str, path-like, PrivacyLedger or None, default=None
+        The silo's lifetime :class:`~skdp.privacy.PrivacyLedger` (created
+        once by the data owner, e.g. ``python -m skdp.privacy.ledger create
+        FILE --max-epsilon 10 --delta 1e-5``). Every run is charged to it at
+        setup, before the silo's first release, and refused when the
+        composition of every run so far with it would pass the cap; it
+        survives restarts of the node. A missing or damaged ledger refuses
+        every run.
+    max_total_epsilon : float, default=inf
+        A lifetime cap of the silo's own, below the ledger's (the smaller
+        one holds); needs ``ledger``.
     """
 
     def __init__(self, max_epsilon=math.inf, max_delta=1e-4, allow_seeded_noise=False,
-                 allow_non_private=False, privacy_units=("record",)):
+                 allow_non_private=False, privacy_units=("record",), ledger=None,
+                 max_total_epsilon=math.inf):
+        self.max_total_epsilon = float(max_total_epsilon)
+        if ledger is None and math.isfinite(self.max_total_epsilon):
+            raise ValueError(
+                "max_total_epsilon (max-total-epsilon) needs a lifetime ledger (ledger=FILE, "
+                "node config 'ledger'): create it once with python -m skdp.privacy.ledger "
+                "create FILE --max-epsilon E --delta D."
+            )
+        self.ledger = ledger
         self.max_epsilon = float(max_epsilon)
         self.max_delta = float(max_delta)
         self.allow_seeded_noise = bool(allow_seeded_noise)
@@ -95,8 +117,9 @@ class SiloPolicy:
     @classmethod
     def from_node_config(cls, config):
         """From Flower node config keys ``max-epsilon``, ``max-delta``,
-        ``allow-seeded-noise``, ``allow-non-private`` and ``privacy-units``
-        (comma-separated, default ``"record"``)."""
+        ``allow-seeded-noise``, ``allow-non-private``, ``privacy-units``
+        (comma-separated, default ``"record"``), ``ledger`` (the lifetime
+        ledger's file) and ``max-total-epsilon``."""
         def flag(key):
             value = config.get(key, False)
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
@@ -108,7 +131,16 @@ class SiloPolicy:
             allow_seeded_noise=flag("allow-seeded-noise"),
             allow_non_private=flag("allow-non-private"),
             privacy_units=[u for u in units if u],
+            ledger=config.get("ledger") or None,
+            max_total_epsilon=float(config.get("max-total-epsilon", math.inf)),
         )
+
+    def lifetime_ledger(self):
+        """The silo's :class:`~skdp.privacy.PrivacyLedger` (opened now: a
+        missing or damaged file is an error), or None without one."""
+        if self.ledger is None or isinstance(self.ledger, PrivacyLedger):
+            return self.ledger
+        return PrivacyLedger(self.ledger)
 
 
 class FermiSilo:
@@ -217,6 +249,7 @@ class FermiSilo:
             )
         self._check_settings(settings)
         report = silo_privacy_report(settings, self.size)
+        lifetime_entry = self._charge_lifetime(report)
         noise = {name: report.scale(name) for name in report.noise}
         rng = SiloRandomness(settings["seed"], self.silo, self.device)
         token = new_units_token(rng) if self.n_units is not None else None
@@ -230,6 +263,7 @@ class FermiSilo:
             # names this run's batches (:meth:`_draws`): another run never
             # reuses them, whatever the seed
             "run": secrets.token_hex(16),
+            "lifetime_entry": lifetime_entry,
         }
         counts = None
         if settings["private_priors"]:
@@ -241,6 +275,25 @@ class FermiSilo:
         reply = {"epsilon": float(report.epsilon), "delta": float(report.delta),
                  "noise": noise, "counts": counts}
         return reply, ledger
+
+    def _charge_lifetime(self, report):
+        """Charge this run to the silo's lifetime ledger, before its first
+        release; the entry's id, or None without a ledger. A run past the
+        lifetime cap is refused (:class:`SiloRefusal`)."""
+        try:
+            lifetime = self.policy.lifetime_ledger()
+        except LedgerError as exc:
+            raise SiloRefusal(f"silo {self.name!r} refuses every run: {exc}") from exc
+        if lifetime is None:
+            return None
+        try:
+            entry = lifetime.reserve(
+                what=f"federated run of silo {self.name!r}", epsilon=report.epsilon,
+                delta=report.delta, privacy_unit=report.privacy_unit, event=report.dp_event,
+                max_epsilon=self.policy.max_total_epsilon)
+        except (PrivacyBudgetError, ValueError) as exc:
+            raise SiloRefusal(f"silo {self.name!r} refuses this run: {exc}") from exc
+        return entry.id
 
     def train(self, round_index, params, W, priors, ledger):
         """One round: this silo's noisy, normalized sums (numpy arrays).
@@ -303,6 +356,8 @@ class FermiSilo:
         msg = worker.round(draws, round_index, [np.array(v) for v in params], np.array(W),
                            priors, config)
         ledger = dict(ledger, answered=round_index + 1, n_cells=int(n_cells))
+        if round_index + 1 == rounds and ledger.get("lifetime_entry"):
+            self.policy.lifetime_ledger().commit(ledger["lifetime_entry"])
         reply = {
             "theta": [t[0].cpu().numpy() for t in msg.theta],
             "w": msg.w[0].cpu().numpy(),

@@ -97,6 +97,7 @@ from .._fit.units import unit_codes as validated_unit_codes
 from .._doc_link import DocLinkMixin
 from .._groups import select_columns
 from ..exceptions import SelectionWarning, UnitPrivacyNotAvailableError
+from ..privacy.ledger import charge_budget, charged_elsewhere
 from ..privacy import (
     PrivacyBudgetError,
     PrivacyReport,
@@ -764,16 +765,24 @@ class BasePrivateSearchCV(DocLinkMixin, MetaEstimatorMixin, BaseEstimator):
         """
         self._validate_params()
         task = self._prepare(X, y, params)
-        generator, fit_seeds = self._randomness(task.n_candidates + 1)
-        train = self._split(task, generator)
-        units = self._bound_units(task, generator)
-        budget = plan_search_budget(self.epsilon, task.plan_delta, task.n_candidates,
-                                    task.share_refit)
-        fits = self._fit_candidates(task, train, budget, fit_seeds)
-        selection = self._select_privately(task, ~train, fits, budget, generator, units)
-        self._store_results(task, selection, fits)
-        refit = self._refit_best(task, fits, selection, budget, fit_seeds[-1])
-        self._store_privacy(task, budget, fits, selection, refit, units)
+        # a privacy ledger is charged the whole budget before the first fit;
+        # the candidate fits inside are covered by it and charge nothing
+        charge = charge_budget(type(self).__name__, self.epsilon, self.delta,
+                               "record" if task.n_units is None else "unit")
+        with charged_elsewhere():
+            generator, fit_seeds = self._randomness(task.n_candidates + 1)
+            train = self._split(task, generator)
+            units = self._bound_units(task, generator)
+            budget = plan_search_budget(self.epsilon, task.plan_delta, task.n_candidates,
+                                        task.share_refit)
+            fits = self._fit_candidates(task, train, budget, fit_seeds)
+            selection = self._select_privately(task, ~train, fits, budget, generator, units)
+            self._store_results(task, selection, fits)
+            refit = self._refit_best(task, fits, selection, budget, fit_seeds[-1])
+            self._store_privacy(task, budget, fits, selection, refit, units)
+        if charge is not None:
+            charge.commit(event=self.dp_event_, epsilon=self.epsilon_, delta=self.delta_,
+                          extra_delta=self.delta_ - self.event_delta_)
         return self
 
     # the steps of fit, in order

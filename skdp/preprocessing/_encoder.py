@@ -415,6 +415,7 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             for j, c in enumerate(candidates)
         ]
         report = self._spend(plan)
+        self._charge_ledger(report)
         sizes = np.cumsum([len(c) for c in candidates])[:-1]
         noisy = add_noise({"counts": np.concatenate(counts)}, report, generator)["counts"]
         noisy = np.split(noisy, sizes)
@@ -443,6 +444,8 @@ class DPOneHotEncoder(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
             report = plan.calibrate(self.epsilon, self.delta / 2)
             self.selection_delta_ = self.delta / (2 * math.exp(self.epsilon))
             tau = stability_threshold(report.scale("counts"), n_new, self.selection_delta_)
+        self._charge_ledger(report, extra_delta=0.0 if self.epsilon is None
+                            else math.exp(report.epsilon) * self.selection_delta_)
         self.count_threshold_ = float(tau)
         flat = np.concatenate([c for _, c in present]) if present else np.empty(0)
         noisy = add_noise({"counts": flat}, report, generator)["counts"]

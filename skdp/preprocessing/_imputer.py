@@ -481,6 +481,7 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
         private_range = self.bounds is None
         report = self._spend(one_off_plan(mean_releases(n_features, with_histogram=private_range),
                                           units))
+        self._charge_ledger(report)
         lower, upper = self._public_range(n_features, names)
         if private_range:
             counts = range_histogram(X, lower, upper, self.n_bins, observed, weights)
@@ -496,6 +497,7 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     def _fit_histogram(self, X, observed, weights, units, generator, names):
         n_features = X.shape[1]
         report = self._spend(one_off_plan([histogram_release(n_features)], units))
+        self._charge_ledger(report)
         lower, upper = self._public_range(n_features, names)
         counts = range_histogram(X, lower, upper, self.n_bins, observed, weights)
         noisy = add_noise({"histogram": counts}, report, generator)["histogram"]
@@ -512,6 +514,7 @@ class DPSimpleImputer(DPPreprocessorMixin, TransformerMixin, BaseEstimator):
     def _fit_categories(self, X, observed, weights, units, generator):
         categories = self._checked_categories(X.shape[1])
         report = self._spend(one_off_plan(count_releases(X.shape[1]), units))
+        self._charge_ledger(report)
         counts = category_counts(X, observed, categories, weights)
         noisy = add_noise({"counts": counts}, report, generator)["counts"]
         noisy = np.split(noisy, np.cumsum([len(c) for c in categories])[:-1])

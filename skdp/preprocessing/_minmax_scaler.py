@@ -182,13 +182,16 @@ class DPMinMaxScaler(BaseDPScaler):
         elif self.data_range is not None:
             wide_lower, wide_upper = feature_pairs(self.data_range, n_features, names, "data_range")
             report = self._spend(plan)
+            self._charge_ledger(report)
             counts = range_histogram(X, wide_lower, wide_upper, self.n_bins, weights=weights)
             lower, upper = self._noisy_range(counts, wide_lower, wide_upper, report, generator)
             self._store_privacy_report(report)
         else:
             lower, upper = X.min(axis=0), X.max(axis=0)
             self._warn_leak("bounds=None and data_range=None: the data's min and max are used.")
-            self._store_privacy_report(leaky_report(plan.non_private(self.delta)))
+            report = leaky_report(plan.non_private(self.delta))
+            self._charge_ledger(report)  # a ledger refuses it: it is not private
+            self._store_privacy_report(report)
 
         self.data_min_, self.data_max_ = lower, upper
         self.data_range_ = upper - lower

@@ -213,6 +213,9 @@ class DPStandardScaler(BaseDPScaler):
         private_range = self.bounds is None and self.data_range is not None
         plan = one_off_plan(moment_releases(n_features, with_histogram=private_range), units)
         report = self._spend(plan)
+        # reading the ranges in the clear is not private: a ledger refuses it
+        self._charge_ledger(report if self.bounds is not None or private_range
+                            else leaky_report(report))
 
         if self.bounds is not None:
             lower, upper = feature_pairs(self.bounds, n_features, names, "bounds")

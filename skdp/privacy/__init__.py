@@ -58,6 +58,7 @@ from ._sampling import (
     bernoulli_split,
     make_sampler,
 )
+from .ledger import LedgerError, PrivacyLedger
 from ._verdicts import MET, UNDETERMINED, VIOLATED, bound_verdicts, verdict_margin
 from ._weights import (
     UnitBounds,
@@ -102,6 +103,8 @@ __all__ = [
     "UnitSampler",
     "record_weight_factors",
     "weigh",
+    "LedgerError",
+    "PrivacyLedger",
     "gaussian_noise",
     "laplace_noise",
     "ACCOUNTANTS",

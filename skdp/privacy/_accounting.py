@@ -458,7 +458,10 @@ def gdp_mu(epsilon, delta):
     def excess(mu):
         return gdp_delta(epsilon, mu) - delta
 
-    return float(optimize.brentq(excess, 1e-6, 100.0, xtol=1e-12))
+    low = 1e-6  # tiny budgets (epsilon and delta near 0) need a smaller mu
+    while excess(low) > 0 and low > 1e-200:
+        low *= 1e-3
+    return float(optimize.brentq(excess, low, 100.0, xtol=min(1e-12, 1e-6 * low)))
 
 
 def gdp_delta(epsilon, mu):

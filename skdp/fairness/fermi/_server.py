@@ -40,12 +40,14 @@ import torch
 
 from ..._training import training_threads
 from ...models import LinearBackend
+from ...privacy.ledger import active_ledger, charge_report
 from ...privacy import (
     LocalCommunicator,
     PrivacyBudgetError,
     balanced_class_weights,
     current_communicator,
     gaussian_noise,
+    silo_summary,
 )
 from ._ermi import default_w_radius, fairness_strata, record_cells, w_gradient_clip
 from ._trainer import (
@@ -181,6 +183,16 @@ def train_on_silos(run, transport, make_backend, device):
     start = time.perf_counter()
     settings = silo_settings(run, rounds, rates, per_unit)
     expected = expected_reports(settings, sizes)
+    # a privacy ledger of the whole data set (in-process silos) is charged
+    # before the silos' first release: a record lives in one silo, so the
+    # largest silo report covers it
+    if run.noise_calibration == "paper" and run.epsilon is not None and active_ledger():
+        raise PrivacyBudgetError(
+            "noise_calibration='paper' sets its noise after the silos' first release, from a "
+            "formula the accountant does not certify to the budget: a privacy ledger cannot "
+            "charge it beforehand. Use the default noise calibration inside a charging block."
+        )
+    charge = charge_report("DPFERMIClassifier", silo_summary(expected))
     replies = transport.setup(settings)
     reports = checked_reports(run, settings, sizes, expected, replies)
     class_weights = None
@@ -237,6 +249,8 @@ def train_on_silos(run, transport, make_backend, device):
             check_std = math.sqrt(sum(r.scale("model_check") ** 2 for r in reports))
     W = history.pop("W").cpu().numpy().astype(np.float64)
     history = {k: v.cpu().numpy().astype(np.float64) for k, v in history.items()}
+    if charge is not None:
+        charge.commit()
     return FermiFit(
         sizes=sizes, rates=rates, batches=batches, rounds=rounds, priors=priors,
         w_radius=w_radius, w_clip=w_clip, reports=reports, backend=backend, history=history,
