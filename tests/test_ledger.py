@@ -192,6 +192,20 @@ def test_a_failure_before_the_first_release_charges_nothing(ledger_path):
     assert ledger.entries == []
 
 
+def test_a_fit_that_fails_after_its_reservation_stays_charged(ledger_path, monkeypatch):
+    ledger = _ledger(ledger_path)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the trainer crashed")
+
+    monkeypatch.setattr(DPSGDClassifier, "_train", broken)
+    with pytest.raises(RuntimeError, match="crashed"), ledger.charging():
+        DPSGDClassifier(max_steps=10, random_state=0).fit(*_xy())
+    [entry] = ledger.entries
+    assert entry.status == "reserved" and entry.epsilon > 0
+    assert ledger.spent() == compute_epsilon(entry.event, DELTA) > 0
+
+
 # ------------------------------------------------------------ composition
 _EVENTS = st.one_of(
     st.builds(lambda s, q, t: poisson_gaussian_event(s, q, t),

@@ -155,7 +155,7 @@ class PrivacyLedger:
     release, and refused with a :class:`~skdp.privacy.PrivacyBudgetError`
     when the composition of everything charged so far with it would pass the
     cap ``max_epsilon`` at ``delta``. The composition is the accountant's
-    (PLD, over the entries' ``DpEvent``s), not a sum of epsilons.
+    (PLD, over the entries' events), not a sum of epsilons.
 
     The file is the data owner's: it is created once with :meth:`create`,
     written atomically (a crash leaves the old ledger or the new one),
