@@ -713,9 +713,10 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         them left out."""
         state.noise = self._noise(report)
         state.X_t = X_t
+        # stored class-major (a transposed view), as the trainer reads it
         onehot = torch.nn.functional.one_hot(
             torch.as_tensor(state.y_codes, device=device), state.n_classes
-        ).to(X_t.dtype)
+        ).to(X_t.dtype).T.contiguous().T
         atom_cell = np.asarray(self.constraints_.atom_cell)
         n_cells = self.constraints_.n_cells
         cells = atom_cell[state.y_codes, state.group_codes]

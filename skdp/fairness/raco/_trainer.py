@@ -116,11 +116,32 @@ class _StepRows:
 
 
 def _onehot_cells_t(cells, n_columns, dtype):
-    """Class-major one-hot rows of a batch's ``cells``, shape (n_columns,
-    batch) (cell ``n_columns - 1`` collects records no constraint uses);
-    built per batch, so no (n_columns, n_samples) table is kept."""
+    """Class-major one-hot rows of ``cells``, shape (n_columns, len(cells))
+    (cell ``n_columns - 1`` collects records no constraint uses)."""
     onehot_t = torch.zeros((n_columns, cells.numel()), dtype=dtype, device=cells.device)
     return onehot_t.scatter_(0, cells[None], 1.0)
+
+
+#: Largest class-major one-hot cell table (bytes) built once for a fit; a
+#: larger one (many records and cells) is built per batch instead.
+_CELL_TABLE_BYTES = 64 * 2**20
+
+
+class _BatchCells:
+    """The class-major one-hot cells of a batch's records: gathered from a
+    table built once when it is small, else built per batch (the same
+    values either way)."""
+
+    def __init__(self, cells, n_columns, dtype):
+        self.cells, self.n_columns, self.dtype = cells, n_columns, dtype
+        size = n_columns * cells.numel() * torch.empty((), dtype=dtype).element_size()
+        self.table = (_onehot_cells_t(cells, n_columns, dtype)
+                      if size <= _CELL_TABLE_BYTES else None)
+
+    def __call__(self, idx):
+        if self.table is not None:
+            return self.table.index_select(1, idx)
+        return _onehot_cells_t(self.cells.index_select(0, idx), self.n_columns, self.dtype)
 
 
 def _mean_gradient_norms(backend, idx, batch, logits_t, head, targets_t):
@@ -349,11 +370,14 @@ def train_raco(backend, onehot, cells, constraints, config, generator, fixed_siz
     lambdas, values_seen, sizes_seen, hists = (_StepRows(config.n_steps) for _ in range(4))
     clipped_counts = torch.empty(config.n_steps, dtype=dtype, device=device)
     report_every = max(1, config.n_steps // 10)
+    # class-major targets and cells: a step gathers contiguous columns
+    onehot_cm = onehot.T.contiguous()
+    batch_cells = _BatchCells(cells, n_cells + 1, dtype)
     start = time.perf_counter()
     for step, idx in enumerate(backend.feed(sampler.batches(config.n_steps))):
         batch, logits_t = backend.forward(idx)
-        onehot_t = onehot.index_select(0, idx).T
-        cells_t = _onehot_cells_t(cells.index_select(0, idx), n_cells + 1, dtype)
+        onehot_t = onehot_cm.index_select(1, idx)
+        cells_t = batch_cells(idx)
         record_weights = backend.batch_weights(idx)
         # each record's cell row, times its weight factor (when weighted)
         cells_w = weigh(cells_t, record_weights)
