@@ -23,6 +23,7 @@ from ._fairness import (
     selection_rate,
     worst_group_accuracy,
 )
+from ._frame import FRAME_METRICS, DPMetricFrame
 from ._scorers import (
     get_fairness_scorer,
     get_fairness_scorer_names,
@@ -32,6 +33,8 @@ from ._scorers import (
 from ._worst_group import get_worst_group_scorer, worst_class_recall, worst_group_mean_squared_error
 
 __all__ = [
+    "DPMetricFrame",
+    "FRAME_METRICS",
     "GroupRates",
     "demographic_parity_difference",
     "demographic_parity_ratio",

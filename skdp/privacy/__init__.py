@@ -59,7 +59,14 @@ from ._sampling import (
     make_sampler,
 )
 from .ledger import LedgerError, PrivacyLedger
-from ._verdicts import MET, UNDETERMINED, VIOLATED, bound_verdicts, verdict_margin
+from ._verdicts import (
+    MET,
+    UNDETERMINED,
+    VIOLATED,
+    bound_verdicts,
+    interval_verdicts,
+    verdict_margin,
+)
 from ._weights import (
     UnitBounds,
     balanced_class_weights,
@@ -129,5 +136,6 @@ __all__ = [
     "UNDETERMINED",
     "VIOLATED",
     "bound_verdicts",
+    "interval_verdicts",
     "verdict_margin",
 ]

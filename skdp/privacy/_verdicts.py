@@ -11,7 +11,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["MET", "UNDETERMINED", "VIOLATED", "bound_verdicts", "verdict_margin"]
+__all__ = ["MET", "UNDETERMINED", "VIOLATED", "bound_verdicts", "interval_verdicts",
+           "verdict_margin"]
 
 MET = "met"
 VIOLATED = "violated"
@@ -67,7 +68,24 @@ def bound_verdicts(excess, std, confidence=0.95):
     excess = np.atleast_1d(np.asarray(excess, dtype=np.float64))
     std = np.broadcast_to(np.asarray(std, dtype=np.float64), excess.shape)
     margin = verdict_margin(confidence) * std
-    verdicts = np.full(excess.shape, UNDETERMINED, dtype=object)
-    verdicts[excess + margin <= 0] = MET
-    verdicts[excess - margin > 0] = VIOLATED
+    return interval_verdicts(excess - margin, excess + margin, 0.0)
+
+
+def interval_verdicts(low, high, bound):
+    """Verdicts on ``value <= bound`` for values known to lie in ``[low,
+    high]``: ``"met"`` when ``high <= bound``, ``"violated"`` when ``low >
+    bound``, else ``"undetermined"``. :func:`bound_verdicts` is this rule
+    for the one-sided intervals ``excess +- z * std``.
+
+    Examples
+    --------
+    >>> from skdp.privacy import interval_verdicts
+    >>> interval_verdicts([0.00, 0.12, 0.05], [0.08, 0.20, 0.15], 0.1).tolist()
+    ['met', 'violated', 'undetermined']
+    """
+    low = np.atleast_1d(np.asarray(low, dtype=np.float64))
+    high = np.broadcast_to(np.asarray(high, dtype=np.float64), low.shape)
+    verdicts = np.full(low.shape, UNDETERMINED, dtype=object)
+    verdicts[high <= bound] = MET
+    verdicts[low > bound] = VIOLATED
     return verdicts
