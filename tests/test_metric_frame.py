@@ -212,3 +212,90 @@ def test_a_ledger_charges_the_release(tmp_path):
     [entry] = ledger.entries
     assert entry.what == "DPMetricFrame (fairness report)"
     assert entry.epsilon == pytest.approx(frame.epsilon_)
+
+
+# ------------------------------------------------------------------ scorers
+def _adult_like(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({"x": rng.normal(size=n), "group": rng.integers(0, 3, n)})
+    y = (X["x"] + 0.5 * X["group"] > 0.5).astype(int)
+    return X, y
+
+
+def test_private_scorers_in_cross_validate_compose_with_spent_and_the_ledger(tmp_path):
+    from sklearn.compose import make_column_transformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import cross_validate
+    from sklearn.pipeline import make_pipeline
+
+    from skdp.metrics import PRIVATE_FAIRNESS_METRICS, make_private_fairness_scorer
+    from skdp.model_selection import spent
+
+    X, y = _adult_like()
+    model = make_pipeline(make_column_transformer(("drop", ["group"]), remainder="passthrough"),
+                          LogisticRegression())
+    scorers = {name: make_private_fairness_scorer(name, sensitive_groups=[0, 1, 2],
+                                                  sensitive_column="group", epsilon=0.5,
+                                                  random_state=0)
+               for name in PRIVATE_FAIRNESS_METRICS}
+    ledger = PrivacyLedger.create(tmp_path / "l", max_epsilon=100.0, delta=1e-3)
+    with ledger.charging("cv"):
+        scores = cross_validate(model, X, y, cv=3, scoring=scorers, error_score="raise")
+    assert len(ledger.entries) == 3 * len(scorers)
+    for name, scorer in scorers.items():
+        values = scores[f"test_{name}"]
+        assert np.isfinite(values).all()
+        assert (values <= 0).all() if name.endswith("difference") else (values >= 0).all()
+        assert len(scorer.dp_events) == 3
+        total = spent(scorer)
+        assert total.epsilon == pytest.approx(compute_epsilon(scorer.dp_event_, 3e-5))
+        assert 0.5 < total.epsilon < 1.5
+    # a model and its private report compose
+    from skdp import DPSGDClassifier
+
+    clf = DPSGDClassifier(max_steps=20, model_check=False, random_state=0).fit(X[["x"]], y)
+    frame = DPMetricFrame(metrics="selection_rate", y_true=y, y_pred=clf.predict(X[["x"]]),
+                          sensitive_features=X["group"], sensitive_groups=[0, 1, 2],
+                          random_state=0)
+    both = spent([clf, frame])
+    assert both.epsilon > max(clf.epsilon_, frame.epsilon_)
+    assert [name for name, _, _ in both.steps] == ["DPSGDClassifier", "DPMetricFrame"]
+
+
+def test_the_private_metric_is_close_to_the_exact_one_on_large_groups():
+    from skdp.metrics import dp_fairness_metric, equalized_odds_difference
+
+    X, y = _adult_like(30000, seed=1)
+    pred = (X["x"] > 0).astype(int)
+    value, frame = dp_fairness_metric("equalized_odds_difference", y, pred,
+                                      sensitive_features=X["group"],
+                                      sensitive_groups=[0, 1, 2], random_state=0)
+    exact = equalized_odds_difference(y, pred, sensitive_features=X["group"])
+    assert abs(value - exact) < 0.05
+    _, low, high = frame.largest_difference_interval(["true_positive_rate",
+                                                      "false_positive_rate"])
+    assert low <= exact <= high
+
+
+def test_plot_draws_each_group_with_its_interval():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(0)
+    g = rng.integers(0, 3, 3000)
+    y, p = rng.integers(0, 2, 3000), rng.integers(0, 2, 3000)
+    frame = DPMetricFrame(metrics={"sel": "selection_rate", "tpr": "true_positive_rate"},
+                          y_true=y, y_pred=p, sensitive_features=g, sensitive_groups=[0, 1, 2],
+                          random_state=0)
+    ax = frame.plot("tpr", bound=0.05)
+    assert len(ax.get_yticks()) == 3
+    [segments] = [c for c in ax.collections if len(c.get_segments()) == 3]
+    intervals = frame.by_group_interval
+    for i, segment in enumerate(segments.get_segments()):
+        assert segment[0][0] == pytest.approx(intervals.loc[i, ("tpr", "low")])
+        assert segment[1][0] == pytest.approx(intervals.loc[i, ("tpr", "high")])
+    with pytest.raises(ValueError, match="name one of"):
+        frame.plot()
+    plt.close("all")

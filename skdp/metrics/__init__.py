@@ -24,6 +24,11 @@ from ._fairness import (
     worst_group_accuracy,
 )
 from ._frame import FRAME_METRICS, DPMetricFrame
+from ._private_scorers import (
+    PRIVATE_FAIRNESS_METRICS,
+    dp_fairness_metric,
+    make_private_fairness_scorer,
+)
 from ._scorers import (
     get_fairness_scorer,
     get_fairness_scorer_names,
@@ -35,6 +40,9 @@ from ._worst_group import get_worst_group_scorer, worst_class_recall, worst_grou
 __all__ = [
     "DPMetricFrame",
     "FRAME_METRICS",
+    "PRIVATE_FAIRNESS_METRICS",
+    "dp_fairness_metric",
+    "make_private_fairness_scorer",
     "GroupRates",
     "demographic_parity_difference",
     "demographic_parity_ratio",

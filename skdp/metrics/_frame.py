@@ -416,6 +416,57 @@ class DPMetricFrame(PrivateFitMixin):
         values = dict(zip(self._metrics, verdicts.tolist()))
         return next(iter(values.values())) if self._single else pd.Series(values)
 
+    def plot(self, metric=None, *, bound=None, ax=None):
+        """Each group's value of ``metric`` with its interval, the overall
+        value and, with ``bound``, the band ``overall +- bound``.
+
+        Needs matplotlib (``pip install 'skdp[plot]'``). Groups whose value
+        the noise leaves free show their interval alone.
+
+        Parameters
+        ----------
+        metric : str, default=None
+            A key of ``metrics`` (the only one when None).
+        bound : float, default=None
+        ax : matplotlib Axes, default=None
+            Where to draw (a new figure's when None).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as exc:  # pragma: no cover - matplotlib is a test dependency
+            raise ImportError(
+                "DPMetricFrame.plot needs matplotlib: pip install 'skdp[plot]'.") from exc
+        if metric is None:
+            if len(self._metrics) != 1:
+                raise ValueError(
+                    f"metric= must name one of {list(self._metrics)} to plot.")
+            metric = next(iter(self._metrics))
+        if metric not in self._metrics:
+            raise ValueError(f"metric={metric!r} is not among {list(self._metrics)}.")
+        name = self._metrics[metric]
+        value, low, high = self._group_values(name, _z(self.confidence))
+        overall = float(self._overall_values(name)[0])
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(self.groups_)))
+        positions = np.arange(len(self.groups_))
+        ax.hlines(positions, low, high, color="C0", lw=3, alpha=0.6,
+                  label=f"{self.confidence:.0%} interval")
+        ax.plot(value, positions, "o", color="C0", label="private value")
+        ax.axvline(overall, color="0.3", ls="-", lw=1, label="overall")
+        if bound is not None:
+            ax.axvspan(overall - bound, overall + bound, color="C2", alpha=0.12,
+                       label=f"overall +- {bound:g}")
+        ax.set_yticks(positions, [str(g) for g in self.groups_])
+        ax.invert_yaxis()
+        title = "exact" if self.noise_std_ == 0 else f"epsilon={self.epsilon_:.2g}"
+        ax.set_xlabel(f"{metric} ({title})")
+        ax.legend(loc="best", fontsize="small")
+        return ax
+
 
 def _check_method(method):
     if method not in ("between_groups", "to_overall"):

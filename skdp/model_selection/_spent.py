@@ -185,6 +185,8 @@ class Spent(_SpentFields):
 
 
 def _is_fitted(estimator):
+    if not hasattr(estimator, "fit"):  # a release (DPMetricFrame, a private scorer)
+        return hasattr(estimator, "dp_event_")
     try:
         check_is_fitted(estimator)
     except NotFittedError:
@@ -323,9 +325,13 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
 
     Parameters
     ----------
-    estimator : estimator
+    estimator : estimator, release, or list of them
         A fitted skdp estimator, ``Pipeline``, ``ColumnTransformer`` or
-        ``FeatureUnion``.
+        ``FeatureUnion``; a private release on evaluation data
+        (:class:`~skdp.metrics.DPMetricFrame`, a scorer from
+        :func:`~skdp.metrics.make_private_fairness_scorer`); or a list of
+        these, composed together (e.g. a model and the fairness report of
+        it on the same records).
     delta : float or None, default=None
         Target delta of the composed event; None sums the steps' deltas.
     accountant : {"pld", "rdp"}, default="pld"
@@ -376,13 +382,16 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
         raise ValueError(f"non_private must be 'warn' or 'raise', got {non_private!r}.")
     if delta is not None and not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1) or None, got {delta!r}.")
-    if not _is_fitted(estimator):
-        raise NotFittedError(
-            f"spent() needs a fitted estimator; this {type(estimator).__name__} is not fitted."
-        )
+    parts = list(estimator) if isinstance(estimator, (list, tuple)) else [estimator]
+    for part in parts:
+        if not _is_fitted(part):
+            raise NotFittedError(
+                f"spent() needs a fitted estimator; this {type(part).__name__} is not fitted."
+            )
+    walked = [step for part in parts for step in leaf_steps(part, fitted=True)]
 
     events, deltas, selection_delta, steps, leaks, spending = [], [], 0.0, [], [], []
-    for path, step in leaf_steps(estimator, fitted=True):
+    for path, step in walked:
         name = path or type(step).__name__
         if not _is_fitted(step):
             continue
@@ -401,7 +410,7 @@ def spent(estimator, *, delta=None, accountant="pld", non_private="warn"):
         elif (why := _what_it_learnt(step)) is not None:
             steps.append((name, math.inf, 0.0))
             leaks.append((name, step, why))
-    for path, container, why in _column_choices(estimator):
+    for path, container, why in (c for part in parts for c in _column_choices(part)):
         steps.append((path, math.inf, 0.0))
         leaks.append((path, container, why))
 
