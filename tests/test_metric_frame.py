@@ -96,6 +96,18 @@ def test_one_record_or_unit_moves_the_release_by_at_most_its_sensitivity(data):
 
     moved = np.linalg.norm(counts(np.ones(n, bool)) - counts(~gone)) if (~gone).any() else 0
     assert moved <= 1.0 + 1e-12
+    # regression: a count and two sums of errors bounded to [0, 1] after scaling
+    errors = np.array(data.draw(st.lists(st.floats(-1e300, 1e300), min_size=n, max_size=n)))
+
+    def sums(keep):
+        kwargs = {"unit_ids": units[keep], "max_records_per_unit": n} if by_unit else {}
+        return DPMetricFrame(metrics="mean_squared_error", y_true=errors[keep],
+                             y_pred=np.zeros(keep.sum()), sensitive_features=g[keep],
+                             sensitive_groups=[0, 1, 2], error_bound=2.0, epsilon=None,
+                             random_state=0, **kwargs).counts_
+
+    if (~gone).any():
+        assert np.linalg.norm(sums(np.ones(n, bool)) - sums(~gone)) <= math.sqrt(3) + 1e-12
 
 
 def _population(rng, n_groups=3):
@@ -299,3 +311,148 @@ def test_plot_draws_each_group_with_its_interval():
     with pytest.raises(ValueError, match="name one of"):
         frame.plot()
     plt.close("all")
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_control_features_equal_fairlearn(data):
+    n = data.draw(st.integers(6, 60))
+    y = np.array(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    p = np.array(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    g = np.array(data.draw(st.lists(st.sampled_from(["a", "b"]), min_size=n, max_size=n)))
+    c = np.array(data.draw(st.lists(st.sampled_from(["x", "y", "z"]), min_size=n,
+                                    max_size=n)))
+    g[:6], c[:6] = list("ababab"), list("xxyyzz")  # every (control, group) present
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = DPMetricFrame(metrics=ALL, y_true=y, y_pred=p, sensitive_features=g,
+                             control_features=c, epsilon=None)
+        theirs = MetricFrame(metrics=ALL, y_true=y, y_pred=p, sensitive_features=g,
+                             control_features=c)
+    pd.testing.assert_frame_equal(ours.by_group, theirs.by_group, check_exact=True,
+                                  check_dtype=False)
+    pd.testing.assert_frame_equal(ours.overall, theirs.overall, check_exact=True,
+                                  check_dtype=False)
+    for method in ("between_groups", "to_overall"):
+        pd.testing.assert_frame_equal(ours.difference(method), theirs.difference(method),
+                                      check_exact=True, check_dtype=False)
+        pd.testing.assert_frame_equal(ours.ratio(method), theirs.ratio(method),
+                                      check_exact=True, check_dtype=False)
+    pd.testing.assert_frame_equal(ours.group_min(), theirs.group_min(), check_exact=True,
+                                  check_dtype=False)
+
+
+def test_control_levels_share_one_release_and_have_their_own_intervals():
+    rng = np.random.default_rng(4)
+    n = 20000
+    c = rng.integers(0, 2, n)
+    g = rng.integers(0, 2, n)
+    y = rng.integers(0, 2, n)
+    # a gap of 0.3 in control level 1, none in level 0
+    p = (rng.random(n) < 0.4 + 0.3 * (g == 1) * (c == 1)).astype(int)
+    frame = DPMetricFrame(metrics={"sel": "selection_rate"}, y_true=y, y_pred=p,
+                          sensitive_features=g, sensitive_groups=[0, 1], control_features=c,
+                          control_groups=[0, 1], random_state=0)
+    assert frame.counts_.shape == (2, 2, 4)
+    intervals = frame.difference_interval()
+    assert intervals[0]["sel"][0] < 0.05 < 0.25 < intervals[1]["sel"][0]
+    verdicts = frame.within(0.1)
+    assert verdicts.loc[0, "sel"] == "met" and verdicts.loc[1, "sel"] == "violated"
+    assert frame.by_group_interval.index.names == ["control_feature_0", "sensitive_feature_0"]
+    with pytest.raises(ValueError, match="control level"):
+        frame.plot("sel")
+
+
+# --------------------------------------------------------------- regression
+def test_regression_metrics_equal_fairlearn_and_cover_population_means():
+    from sklearn.metrics import mean_absolute_error, mean_squared_error
+
+    rng = np.random.default_rng(5)
+    g = rng.integers(0, 3, 600)
+    y = rng.normal(size=600)
+    pred = y + rng.normal(scale=np.array([0.5, 1.0, 1.5])[g])
+    metrics = {"mae": mean_absolute_error, "mse": mean_squared_error}
+    ours = DPMetricFrame(metrics=metrics, y_true=y, y_pred=pred, sensitive_features=g,
+                         sensitive_groups=[0, 1, 2], error_bound=1.0, epsilon=None)
+    theirs = MetricFrame(metrics=metrics, y_true=y, y_pred=pred, sensitive_features=g)
+    pd.testing.assert_frame_equal(ours.by_group, theirs.by_group, check_exact=False,
+                                  rtol=1e-12, check_dtype=False, check_index_type=False)
+    pd.testing.assert_series_equal(ours.overall, theirs.overall, rtol=1e-12)
+    # the release clips errors at the bound: the intervals cover the clipped means
+    bound, scales = 3.0, np.array([0.5, 1.0, 1.5])
+    draws = rng.normal(size=(200000, 3)) * scales
+    clipped_mae = np.minimum(np.abs(draws), bound).mean(0)
+    clipped_mse = np.minimum(draws**2, bound**2).mean(0)
+    covered = []
+    for run in range(300):
+        groups = np.repeat(np.arange(3), [30, 100, 400])
+        errors = rng.normal(size=groups.size) * scales[groups]
+        frame = DPMetricFrame(metrics={"mae": "mean_absolute_error",
+                                       "mse": "mean_squared_error"},
+                              y_true=errors, y_pred=np.zeros(groups.size),
+                              sensitive_features=groups, sensitive_groups=[0, 1, 2],
+                              error_bound=bound, epsilon=1.0, random_state=run)
+        iv = frame.by_group_interval
+        for name, truth in (("mae", clipped_mae), ("mse", clipped_mse)):
+            covered.extend(((iv[(name, "low")] <= truth) & (truth <= iv[(name, "high")])).tolist())
+    assert np.mean(covered) >= 0.93
+    assert frame.noise_std_ == pytest.approx(
+        DPMetricFrame(metrics="count", y_true=y, y_pred=y, sensitive_features=g,
+                      sensitive_groups=[0, 1, 2], random_state=0).noise_std_ * math.sqrt(3))
+
+
+def test_regression_needs_a_bound_and_one_kind_of_metric():
+    y = np.arange(6.0)
+    with pytest.raises(ValueError, match="error_bound"):
+        DPMetricFrame(metrics="mean_squared_error", y_true=y, y_pred=y, sensitive_features=y,
+                      sensitive_groups=list(y))
+    with pytest.raises(ValueError, match="mixes"):
+        DPMetricFrame(metrics={"a": "mean_squared_error", "b": "selection_rate"}, y_true=y,
+                      y_pred=y, sensitive_features=y, sensitive_groups=list(y),
+                      error_bound=1.0)
+
+
+def test_one_extreme_record_changes_no_output_into_nan_or_an_error():
+    rng = np.random.default_rng(6)
+    g = rng.integers(0, 2, 500)
+    y = rng.normal(size=500)
+    y[0], y[1] = 1.7e308, -1.7e308
+    pred = -y  # errors past the float range
+    frame = DPMetricFrame(metrics={"mse": "mean_squared_error", "mae": "mean_absolute_error"},
+                          y_true=y, y_pred=pred, sensitive_features=g, sensitive_groups=[0, 1],
+                          error_bound=2.0, random_state=0)
+    assert np.isfinite(frame.counts_).all()
+    assert np.isfinite(frame.by_group_interval.to_numpy()).all()
+    tiny = DPMetricFrame(metrics="selection_rate", y_true=g, y_pred=g,
+                         sensitive_features=np.r_[np.zeros(499, int), 1],
+                         sensitive_groups=[0, 1], random_state=0)
+    assert np.isfinite(tiny.by_group_interval.to_numpy()).all()
+
+
+# ------------------------------------------------------------------- scores
+def test_score_metrics_give_each_groups_calibration_gap_with_intervals():
+    rng = np.random.default_rng(7)
+    groups = np.repeat(np.arange(3), [40, 200, 2000])
+    true_gap = np.array([0.0, 0.1, -0.05])  # the model over- or under-predicts by group
+    base = np.array([0.3, 0.5, 0.4])
+    covered = []
+    for run in range(300):
+        y = (rng.random(groups.size) < base[groups]).astype(int)
+        scores = np.clip(base[groups] + true_gap[groups] + rng.normal(0, 0.05, groups.size),
+                         0, 1)
+        frame = DPMetricFrame(metrics={"gap": "calibration_gap", "mean": "mean_score"},
+                              y_true=y, y_pred=scores, sensitive_features=groups,
+                              sensitive_groups=[0, 1, 2], epsilon=1.0, random_state=run)
+        iv = frame.by_group_interval
+        covered.extend(((iv[("gap", "low")] <= true_gap) & (true_gap <= iv[("gap", "high")]))
+                       .tolist())
+    assert np.mean(covered) >= 0.93
+    assert abs(frame.by_group.loc[2, "gap"] + 0.05) < 0.03
+    exact = DPMetricFrame(metrics={"gap": "calibration_gap", "mean": "mean_score"}, y_true=y,
+                          y_pred=scores, sensitive_features=groups, sensitive_groups=[0, 1, 2],
+                          epsilon=None)
+    for k in range(3):
+        rows = groups == k
+        assert exact.by_group.loc[k, "mean"] == pytest.approx(scores[rows].mean(), rel=1e-12)
+        assert exact.by_group.loc[k, "gap"] == pytest.approx((scores - y)[rows].mean(),
+                                                             abs=1e-12)

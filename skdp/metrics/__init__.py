@@ -23,7 +23,7 @@ from ._fairness import (
     selection_rate,
     worst_group_accuracy,
 )
-from ._frame import FRAME_METRICS, DPMetricFrame
+from ._frame import FRAME_METRICS, REGRESSION_METRICS, SCORE_METRICS, DPMetricFrame
 from ._private_scorers import (
     PRIVATE_FAIRNESS_METRICS,
     dp_fairness_metric,
@@ -41,6 +41,8 @@ __all__ = [
     "DPMetricFrame",
     "FRAME_METRICS",
     "PRIVATE_FAIRNESS_METRICS",
+    "REGRESSION_METRICS",
+    "SCORE_METRICS",
     "dp_fairness_metric",
     "make_private_fairness_scorer",
     "GroupRates",

@@ -1,5 +1,5 @@
-"""Group metrics of a binary classifier's predictions under differential
-privacy, with intervals: :class:`DPMetricFrame`."""
+"""Group metrics of a classifier's or a regressor's predictions under
+differential privacy, with intervals: :class:`DPMetricFrame`."""
 
 import math
 import warnings
@@ -24,7 +24,7 @@ from ..privacy import (
     interval_verdicts,
 )
 
-__all__ = ["DPMetricFrame", "FRAME_METRICS"]
+__all__ = ["DPMetricFrame", "FRAME_METRICS", "REGRESSION_METRICS", "SCORE_METRICS"]
 
 # cells of a binary confusion matrix, (true, predicted): their index in a
 # group's row of four counts
@@ -46,14 +46,37 @@ FRAME_METRICS = {
     "count": (None, _ALL),
 }
 
+#: Regression metrics, means of a bounded per-record error: name -> (column
+#: of the released sums, power of ``error_bound`` that scales it back). The
+#: release holds, per group, the count and the sums of ``min(|e|, B) / B``
+#: and ``min(e^2, B^2) / B^2``.
+REGRESSION_METRICS = {
+    "mean_absolute_error": (1, 1),
+    "mean_squared_error": (2, 2),
+}
+
+#: Calibration-type metrics of scores in [0, 1] (``y_pred`` holds the
+#: predicted probability of the positive class): name -> (column of the
+#: released sums, multiplier, offset). The release holds, per group, the
+#: count and the sums of ``s`` and of ``(s - y + 1) / 2`` (``y`` 1 for the
+#: positive label); ``"calibration_gap"`` is the mean of ``s - y``, the
+#: group's mean predicted probability minus its share of positives.
+SCORE_METRICS = {
+    "mean_score": (1, 1.0, 0.0),
+    "calibration_gap": (2, 2.0, -1.0),
+}
+
+_MEAN_METRICS = set(REGRESSION_METRICS) | set(SCORE_METRICS)
+
 
 def _metric_name(metric):
     name = metric if isinstance(metric, str) else getattr(metric, "__name__", None)
-    if name not in FRAME_METRICS:
+    if name not in FRAME_METRICS and name not in _MEAN_METRICS:
         raise ValueError(
-            f"DPMetricFrame cannot derive {metric!r} from confusion counts; use one of "
-            f"{sorted(FRAME_METRICS)} (by name, or the scikit-learn / fairlearn function of "
-            "that name)."
+            f"DPMetricFrame cannot derive {metric!r} from its release; use one of "
+            f"{sorted(FRAME_METRICS)} for binary predictions, {sorted(SCORE_METRICS)} for "
+            f"scores or {sorted(REGRESSION_METRICS)} for regression (by name, or the "
+            "scikit-learn / fairlearn function of that name)."
         )
     return name
 
@@ -76,12 +99,28 @@ def rate_interval(numerator, denominator, numerator_std, rest_std, z):
 
     Returns ``(low, high)`` arrays.
     """
-    a, n = np.broadcast_arrays(np.asarray(numerator, float), np.asarray(denominator, float))
-    z2 = z * z
     sa2, sc2 = np.square(numerator_std), np.square(rest_std)
-    quad = n * n + z2 * n - z2 * sa2 - z2 * sc2
-    lin = -2.0 * a * n - z2 * n + 2.0 * z2 * sa2
-    const = a * a - z2 * sa2
+    # the privacy variance sa2 (1 - r)^2 + sc2 r^2 as v0 + v1 r + v2 r^2
+    return _score_interval(numerator, denominator, sa2, -2.0 * sa2, sa2 + sc2, z)
+
+
+def mean_interval(total, count, total_std, count_std, z):
+    """Interval for the mean ``s / n`` of values in [0, 1] from a noisy sum
+    ``s`` and a noisy count ``n`` with independent noise: as
+    :func:`rate_interval`, with the binomial variance bounding the sampling
+    variance (a value in [0, 1] of mean ``m`` has variance at most ``m (1 -
+    m)``) and the privacy variance ``total_std^2 + count_std^2 r^2``."""
+    return _score_interval(total, count, np.square(total_std), 0.0, np.square(count_std), z)
+
+
+def _score_interval(a, n, v0, v1, v2, z):
+    """The ``r`` in [0, 1] with ``(a - r n)^2 <= z^2 (n r (1 - r) + v0 + v1 r
+    + v2 r^2)``, or ``[0, 1]`` where that set is not an interval inside it."""
+    a, n = np.broadcast_arrays(np.asarray(a, float), np.asarray(n, float))
+    z2 = z * z
+    quad = n * n + z2 * n - z2 * v2
+    lin = -2.0 * a * n - z2 * n - z2 * v1
+    const = a * a - z2 * v0
     disc = lin * lin - 4.0 * quad * const
     with np.errstate(invalid="ignore", divide="ignore"):
         root = np.sqrt(np.maximum(disc, 0.0))
@@ -122,9 +161,14 @@ class DPMetricFrame(PrivateFitMixin):
         ``"accuracy_score"``, ``"true_positive_rate"``/``"recall_score"``,
         ``"false_positive_rate"``, ``"false_negative_rate"``,
         ``"true_negative_rate"``, ``"precision_score"``, ``"count"``), or
-        the scikit-learn / fairlearn functions of those names.
+        regression metrics (:data:`REGRESSION_METRICS`:
+        ``"mean_absolute_error"``, ``"mean_squared_error"``, which need
+        ``error_bound``), or calibration-type metrics of scores in [0, 1]
+        passed as ``y_pred`` (:data:`SCORE_METRICS`: ``"mean_score"``,
+        ``"calibration_gap"``), or the scikit-learn / fairlearn functions of
+        those names. One frame holds one kind.
     y_true, y_pred : array-like of shape (n_samples,)
-        Binary labels and predictions.
+        Binary labels and predictions; numbers for the regression metrics.
     sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns)
         Group of each record (several columns: intersectional groups).
     sensitive_groups : array-like or None, default=None
@@ -132,8 +176,22 @@ class DPMetricFrame(PrivateFitMixin):
         the groups present in the data are used, and with privacy a
         :class:`~skdp.exceptions.PrivacyLeakWarning` says so (which groups
         occur is then revealed).
+    control_features : array-like of shape (n_samples,) or (n_samples, n_columns), default=None
+        As in fairlearn: the groups are compared within each level of the
+        control features (e.g. an age band), and ``by_group`` is indexed by
+        (control level, group); ``overall``, ``difference()``... by control
+        level, and the interval methods return ``{level: {metric: (low,
+        high)}}``. The same one release covers every level.
+    control_groups : array-like or None, default=None
+        The public list of control levels (as ``sensitive_groups``).
     pos_label : scalar, default=1
         The positive label of ``y_true`` and ``y_pred``.
+    error_bound : float or None, default=None
+        For regression metrics: a public bound ``B`` on ``|y_true - y_pred|``.
+        The release holds each group's count and its sums of ``min(|e|, B) /
+        B`` and ``min(e^2, B^2) / B^2`` (l2 sensitivity ``sqrt(3)``); larger
+        errors count as ``B`` (the exact values of ``epsilon=None`` are not
+        clipped).
     epsilon : float or None, default=1.0
         None computes exact values (equal to fairlearn's ``MetricFrame``);
         the intervals then cover the sampling error alone.
@@ -150,11 +208,14 @@ class DPMetricFrame(PrivateFitMixin):
 
     Attributes
     ----------
-    counts_ : ndarray of shape (n_groups, 4)
-        The released (noisy) counts of each group: TN, FP, FN, TP.
+    counts_ : ndarray of shape (n_groups, 4) or (n_controls, n_groups, 4)
+        The released (noisy) counts of each group (in each control level):
+        TN, FP, FN, TP; for regression metrics (last axis 3) the count and
+        the two sums of bounded errors.
     noise_std_ : float
         Standard deviation of the noise of each count (0 without privacy).
     groups_ : ndarray
+    controls_ : ndarray or None
     epsilon_, delta_, dp_event_, privacy_report_, privacy_unit_
         As on the estimators.
 
@@ -178,7 +239,8 @@ class DPMetricFrame(PrivateFitMixin):
     """
 
     def __init__(self, *, metrics, y_true, y_pred, sensitive_features, sensitive_groups=None,
-                 pos_label=1, epsilon=1.0, delta=1e-5, confidence=0.95, unit_ids=None,
+                 control_features=None, control_groups=None, pos_label=1, error_bound=None,
+                 epsilon=1.0, delta=1e-5, confidence=0.95, unit_ids=None,
                  max_records_per_unit=MAX_RECORDS_PER_UNIT, random_state=None):
         self.epsilon = epsilon
         self.delta = delta
@@ -199,30 +261,64 @@ class DPMetricFrame(PrivateFitMixin):
                 f"and {y_pred.shape}."
             )
         n = y_true.shape[0]
-        codes, groups = encode_groups(sensitive_features, n, groups=sensitive_groups)
-        if sensitive_groups is not None and (codes < 0).any():
-            raise ValueError(
-                "sensitive_features holds groups outside sensitive_groups; list every group "
-                "there."
-            )
-        if sensitive_groups is None and epsilon is not None:
-            warnings.warn(
-                "DPMetricFrame: the group names were read from the data (sensitive_groups="
-                "None), which reveals which groups occur; pass the public list of groups as "
-                "sensitive_groups.", PrivacyLeakWarning, stacklevel=2)
-        self.groups_ = groups
-        cell = 2 * (y_true == pos_label).astype(np.int64) + (y_pred == pos_label)
+        codes, self.groups_ = _public_codes(sensitive_features, n, sensitive_groups,
+                                            "sensitive", epsilon)
+        self.controls_ = None
+        control_codes = np.zeros(n, dtype=np.int64)
+        if control_features is not None:
+            control_codes, self.controls_ = _public_codes(control_features, n, control_groups,
+                                                          "control", epsilon)
+        n_controls = 1 if self.controls_ is None else len(self.controls_)
+        kind = self._kind(error_bound)
         generator, _, _ = self._make_generator()
         weights, units = np.ones(n), None
         if unit_ids is not None:
             codes_u, n_units = validated_unit_codes(unit_ids, n)
             units = bound_units(codes_u, n_units, int(max_records_per_unit), generator)
             weights = np.where(units.kept, units.factors, 0.0)
-        counts = np.zeros((len(groups), 4))
-        np.add.at(counts, (codes, cell), weights)
+        exact = None
+        if kind == "scores":
+            scores = y_pred.astype(np.float64)
+            if not np.isfinite(scores).all():
+                raise ValueError("y_pred must hold finite scores for score metrics.")
+            scores = np.clip(scores, 0.0, 1.0)
+            positive = (y_true == pos_label).astype(np.float64)
+            # per record: 1, its score, and (score - label + 1) / 2, each in [0, 1]
+            terms = np.stack([np.ones(n), scores, (scores - positive + 1.0) / 2.0], axis=1)
+            counts = np.zeros((n_controls, len(self.groups_), 3))
+            np.add.at(counts, (control_codes, codes), terms * weights[:, None])
+            if epsilon is None:
+                exact = np.zeros_like(counts)
+                raw = np.stack([np.ones(n), y_pred.astype(np.float64),
+                                y_pred.astype(np.float64) - positive], axis=1)
+                np.add.at(exact, (control_codes, codes), raw * weights[:, None])
+            sensitivity = math.sqrt(3.0)
+        elif kind == "regression":
+            # per record: 1, and its error's two bounded terms, each in [0, 1]
+            y_true, y_pred = y_true.astype(np.float64), y_pred.astype(np.float64)
+            if not (np.isfinite(y_true).all() and np.isfinite(y_pred).all()):
+                raise ValueError("y_true and y_pred must be finite for regression metrics.")
+            bound = float(error_bound)
+            with np.errstate(over="ignore"):  # an error past the float range counts as B
+                error = np.abs(y_true - y_pred)
+                terms = np.stack([np.ones(n), np.minimum(error, bound) / bound,
+                                  np.minimum(error * error, bound * bound) / bound**2], axis=1)
+            counts = np.zeros((n_controls, len(self.groups_), 3))
+            np.add.at(counts, (control_codes, codes), terms * weights[:, None])
+            if epsilon is None:  # exact values from the unclipped errors, as fairlearn's
+                exact = np.zeros_like(counts)
+                with np.errstate(over="ignore"):
+                    raw = np.stack([np.ones(n), error, error * error], axis=1)
+                np.add.at(exact, (control_codes, codes), raw * weights[:, None])
+            sensitivity = math.sqrt(3.0)
+        else:
+            cell = 2 * (y_true == pos_label).astype(np.int64) + (y_pred == pos_label)
+            counts = np.zeros((n_controls, len(self.groups_), 4))
+            np.add.at(counts, (control_codes, codes, cell), weights)
+            sensitivity = 1.0
         extra = ({} if units is None else
                  {"n_records": units.n_units, "privacy_unit": units.description})
-        plan = ReleasePlan(BatchReleases([Release("counts", sensitivity=1.0)], steps=1,
+        plan = ReleasePlan(BatchReleases([Release("counts", sensitivity=sensitivity)], steps=1,
                                          sampling_rate=1.0, name="counts"), **extra)
         report = self._spend(plan)
         self._charge_ledger(report)
@@ -231,13 +327,288 @@ class DPMetricFrame(PrivateFitMixin):
             noise = gaussian_noise(torch.zeros(counts.size, dtype=torch.float64), std, generator)
             counts = counts + noise.numpy().reshape(counts.shape)
         self.noise_std_ = 0.0 if std is None else float(std)
-        self.counts_ = counts
+        self.counts_ = counts[0] if self.controls_ is None else counts
+        self.error_bound = error_bound
+        self._levels = [
+            _GroupCounts(c, self.noise_std_, self._metrics, confidence, error_bound,
+                         None if exact is None else exact[i])
+            for i, c in enumerate(counts)]
         self._store_privacy_report(report)
 
-    # ---------------------------------------------------------------- values
-    def _rates(self, counts, name, cell_std, z=None):
+    def _kind(self, error_bound):
+        """``"counts"``, ``"scores"`` or ``"regression"``: the one kind of
+        release the metrics need (with the regression's public
+        ``error_bound`` checked)."""
+        names = set(self._metrics.values())
+        kinds = {"regression" if m in REGRESSION_METRICS else "scores" if m in SCORE_METRICS
+                 else "counts" for m in names}
+        if len(kinds) > 1:
+            raise ValueError(
+                f"metrics mixes {sorted(kinds)} metrics (binary predictions, scores, "
+                "regression), which need different releases; make one DPMetricFrame for each.")
+        [kind] = kinds
+        if kind == "regression" and not (error_bound is not None and np.isfinite(error_bound)
+                                         and error_bound > 0):
+            raise ValueError(
+                "regression metrics need error_bound, a public positive bound on |y_true - "
+                f"y_pred| (larger errors count as the bound); got {error_bound!r}.")
+        return kind
+
+    # ---------------------------------------------------------- the outputs
+    def _index(self):
+        return pd.Index(list(self.groups_), name="sensitive_feature_0")
+
+    def _control_index(self):
+        return pd.Index(list(self.controls_), name="control_feature_0")
+
+    def _per_level(self, function):
+        """``function(level)`` -> {metric: value}, shaped as fairlearn shapes
+        its aggregates: a scalar or a Series by metric; with control
+        features a Series or DataFrame by control level."""
+        results = [function(level) for level in self._levels]
+        if self.controls_ is None:
+            values = results[0]
+            return next(iter(values.values())) if self._single else pd.Series(values)
+        frame = pd.DataFrame(results, index=self._control_index())
+        return frame[next(iter(self._metrics))] if self._single else frame
+
+    def _per_level_intervals(self, function):
+        """``function(level)`` for each level: the level's value without
+        control features, else ``{level: value}``."""
+        if self.controls_ is None:
+            return function(self._levels[0])
+        return {c: function(level) for c, level in zip(self.controls_.tolist(), self._levels)}
+
+    @property
+    def by_group(self):
+        """Each group's value of each metric (NaN where the noise leaves it free)."""
+        frames = [pd.DataFrame({k: level.values(m)[0] for k, m in self._metrics.items()},
+                               index=self._index()) for level in self._levels]
+        if self.controls_ is None:
+            frame = frames[0]
+        else:
+            frame = pd.concat(frames, keys=list(self.controls_), names=["control_feature_0"])
+        return frame[next(iter(self._metrics))] if self._single else frame
+
+    @property
+    def overall(self):
+        """Each metric on all records (of each control level), from the
+        summed noisy counts."""
+        return self._per_level(lambda level: {k: float(level.overall(m)[0])
+                                              for k, m in self._metrics.items()})
+
+    @property
+    def by_group_interval(self):
+        """``(low, high)`` of each group's value of each metric at ``confidence``:
+        a DataFrame with columns ``(metric, "low")`` and ``(metric, "high")``."""
+        z = _z(self.confidence)
+        frames = []
+        for level in self._levels:
+            columns = {}
+            for key, name in self._metrics.items():
+                _, low, high = level.values(name, z)
+                columns[(key, "low")], columns[(key, "high")] = low, high
+            frames.append(pd.DataFrame(columns, index=self._index()))
+        if self.controls_ is None:
+            return frames[0]
+        return pd.concat(frames, keys=list(self.controls_), names=["control_feature_0"])
+
+    def overall_interval(self):
+        """``{metric: (low, high)}`` of the overall values."""
+        z = _z(self.confidence)
+        return self._per_level_intervals(
+            lambda level: {k: tuple(float(v) for v in level.overall(m, z)[1:])
+                           for k, m in self._metrics.items()})
+
+    def group_min(self):
+        """The smallest group value of each metric (NaN groups left out)."""
+        return self._per_level(lambda level: level.reduce(lambda g, o: g.min()))
+
+    def group_max(self):
+        """The largest group value of each metric (NaN groups left out)."""
+        return self._per_level(lambda level: level.reduce(lambda g, o: g.max()))
+
+    def difference(self, method="between_groups"):
+        """Largest difference between groups (``"between_groups"``) or from
+        the overall value (``"to_overall"``), as fairlearn computes it."""
+        _check_method(method)
+        if method == "between_groups":
+            return self._per_level(lambda level: level.reduce(
+                lambda g, o: (g - g.min()).abs().max()))
+        return self._per_level(lambda level: level.reduce(lambda g, o: (g - o).abs().max()))
+
+    def ratio(self, method="between_groups"):
+        """Smallest ratio between groups (``group_min() / group_max()``), or
+        of each group to the overall value (turned below 1), as fairlearn
+        computes it."""
+        _check_method(method)
+        if method == "between_groups":
+            return self._per_level(lambda level: level.reduce(
+                lambda g, o: np.float64(g.min()) / np.float64(g.max())))
+        return self._per_level(lambda level: level.reduce(
+            lambda g, o: (g / o).transform(lambda x: 1 / x if x > 1 else x).min()))
+
+    # ------------------------------------------------------------- intervals
+    def difference_interval(self, method="between_groups"):
+        """``{metric: (low, high)}``: an interval for :meth:`difference` at
+        ``confidence`` (from group intervals that hold together)."""
+        _check_method(method)
+        return self._per_level_intervals(
+            lambda level: {k: level.difference_bounds([m], method)
+                           for k, m in self._metrics.items()})
+
+    def largest_difference_interval(self, metrics, method="between_groups"):
+        """``(value, low, high)`` of the largest :meth:`difference` among
+        ``metrics`` -- e.g. the equalized-odds difference of
+        ``["true_positive_rate", "false_positive_rate"]`` -- with one
+        interval at ``confidence`` for all of them."""
+        _check_method(method)
+        names = [_metric_name(m) for m in metrics]
+        return self._per_level_intervals(lambda level: level.largest_difference(names, method))
+
+    def ratio_interval(self, method="between_groups"):
+        """``{metric: (low, high)}``: an interval for :meth:`ratio`."""
+        _check_method(method)
+        return self._per_level_intervals(
+            lambda level: {k: level.ratio_bounds(m, method) for k, m in self._metrics.items()})
+
+    def group_min_interval(self):
+        """``{metric: (low, high)}`` for :meth:`group_min`."""
+        return self._per_level_intervals(
+            lambda level: {k: level.extreme_bounds(m, np.min) for k, m in self._metrics.items()})
+
+    def group_max_interval(self):
+        """``{metric: (low, high)}`` for :meth:`group_max`."""
+        return self._per_level_intervals(
+            lambda level: {k: level.extreme_bounds(m, np.max) for k, m in self._metrics.items()})
+
+    def within(self, bound, method="between_groups"):
+        """Verdicts on ``difference(method) <= bound`` for each metric:
+        ``"met"`` when the whole interval is at most ``bound``,
+        ``"violated"`` when it is all above, else ``"undetermined"`` (see
+        :func:`skdp.privacy.interval_verdicts`)."""
+        _check_method(method)
+
+        def verdicts(level):
+            bounds = [level.difference_bounds([m], method) for m in self._metrics.values()]
+            found = interval_verdicts([b[0] for b in bounds], [b[1] for b in bounds], bound)
+            return dict(zip(self._metrics, found.tolist()))
+
+        return self._per_level(verdicts)
+
+    def plot(self, metric=None, *, bound=None, control=None, ax=None):
+        """Each group's value of ``metric`` with its interval, the overall
+        value and, with ``bound``, the band ``overall +- bound``.
+
+        Needs matplotlib (``pip install 'skdp[plot]'``). Groups whose value
+        the noise leaves free show their interval alone.
+
+        Parameters
+        ----------
+        metric : str, default=None
+            A key of ``metrics`` (the only one when None).
+        bound : float, default=None
+        control : object, default=None
+            The control level to draw (required with control features).
+        ax : matplotlib Axes, default=None
+            Where to draw (a new figure's when None).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as exc:  # pragma: no cover - matplotlib is a test dependency
+            raise ImportError(
+                "DPMetricFrame.plot needs matplotlib: pip install 'skdp[plot]'.") from exc
+        if metric is None:
+            if len(self._metrics) != 1:
+                raise ValueError(
+                    f"metric= must name one of {list(self._metrics)} to plot.")
+            metric = next(iter(self._metrics))
+        if metric not in self._metrics:
+            raise ValueError(f"metric={metric!r} is not among {list(self._metrics)}.")
+        level = self._levels[0]
+        if self.controls_ is not None:
+            levels = self.controls_.tolist()
+            if control not in levels:
+                raise ValueError(f"control= must name one of the control levels {levels}.")
+            level = self._levels[levels.index(control)]
+        name = self._metrics[metric]
+        value, low, high = level.values(name, _z(self.confidence))
+        overall = float(level.overall(name)[0])
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(self.groups_)))
+        positions = np.arange(len(self.groups_))
+        ax.hlines(positions, low, high, color="C0", lw=3, alpha=0.6,
+                  label=f"{self.confidence:.0%} interval")
+        ax.plot(value, positions, "o", color="C0", label="private value")
+        ax.axvline(overall, color="0.3", ls="-", lw=1, label="overall")
+        if bound is not None:
+            ax.axvspan(overall - bound, overall + bound, color="C2", alpha=0.12,
+                       label=f"overall +- {bound:g}")
+        ax.set_yticks(positions, [str(g) for g in self.groups_])
+        ax.invert_yaxis()
+        title = "exact" if self.noise_std_ == 0 else f"epsilon={self.epsilon_:.2g}"
+        ax.set_xlabel(f"{metric} ({title})")
+        ax.legend(loc="best", fontsize="small")
+        return ax
+
+
+def _public_codes(features, n, public, what, epsilon):
+    """Codes and labels of ``features`` against the public list ``public``
+    (or the labels found, with a warning when private)."""
+    name = f"{what}_features"
+    codes, labels = encode_groups(features, n, groups=public, name=name)
+    if public is not None and (codes < 0).any():
+        raise ValueError(
+            f"{name} holds groups outside {what}_groups; list every group there.")
+    if public is None and epsilon is not None:
+        warnings.warn(
+            f"DPMetricFrame: the {what} group names were read from the data ({what}_groups="
+            f"None), which reveals which groups occur; pass the public list as "
+            f"{what}_groups.", PrivacyLeakWarning, stacklevel=3)
+    return codes, labels
+
+
+class _GroupCounts:
+    """The metrics, intervals and bounds of one control level's noisy
+    group counts (each count with noise std ``std``)."""
+
+    def __init__(self, counts, std, metrics, confidence, bound=None, exact=None):
+        self.counts, self.std, self.metrics, self.confidence = counts, std, metrics, confidence
+        self.bound, self.exact = bound, exact
+
+    def _means(self, counts, exact, name, cell_std, z=None):
+        """``(value, low, high)`` of a mean metric ``name``: a mean of values
+        in [0, 1] (bounded errors, scores), mapped back to the metric's
+        scale (``bound ** power`` for errors)."""
+        if name in REGRESSION_METRICS:
+            column, power = REGRESSION_METRICS[name]
+            scale, offset = float(self.bound) ** power, 0.0
+        else:
+            column, scale, offset = SCORE_METRICS[name]
+        total, n = counts[:, column], counts[:, 0]
+        if exact is not None:  # unclipped, without noise
+            value = np.where(exact[:, 0] > 0, exact[:, column] / np.where(
+                exact[:, 0] > 0, exact[:, 0], 1.0), 0.0)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                value = np.clip(total / np.where(n > 0, n, np.nan), 0.0, 1.0) * scale + offset
+        if z is None and cell_std == 0.0:
+            return value, value, value
+        low, high = mean_interval(total, n, cell_std, cell_std,
+                                  _z(self.confidence) if z is None else z)
+        if cell_std > 0:
+            value = np.where((low <= 0.0) & (high >= 1.0), np.nan, value)
+        return value, low * scale + offset, high * scale + offset
+
+    def _rates(self, counts, name, cell_std, z=None, exact=None):
         """``(value, low, high)`` arrays of metric ``name`` for the rows of
         ``counts`` (each count with noise std ``cell_std``)."""
+        if name in _MEAN_METRICS:
+            return self._means(counts, exact, name, cell_std, z)
         numerator, denominator = FRAME_METRICS[name]
         den = counts[:, list(denominator)].sum(1)
         if numerator is None:  # a count
@@ -258,236 +629,90 @@ class DPMetricFrame(PrivateFitMixin):
             value = np.where((low <= 0.0) & (high >= 1.0), np.nan, value)
         return value, low, high
 
-    def _group_values(self, name, z=None):
-        return self._rates(self.counts_, name, self.noise_std_, z)
+    def values(self, name, z=None):
+        """``(value, low, high)`` of each group."""
+        return self._rates(self.counts, name, self.std, z, self.exact)
 
-    def _overall_values(self, name, z=None):
-        # the total's noise: the group counts' noise summed
-        total = self.counts_.sum(0, keepdims=True)
-        std = self.noise_std_ * math.sqrt(len(self.groups_))
-        value, low, high = self._rates(total, name, std, z)
+    def overall(self, name, z=None):
+        """``(value, low, high)`` of the level's total (the groups' noise summed)."""
+        total = self.counts.sum(0, keepdims=True)
+        exact = None if self.exact is None else self.exact.sum(0, keepdims=True)
+        value, low, high = self._rates(total, name, self.std * math.sqrt(len(self.counts)), z,
+                                       exact)
         return value[0], low[0], high[0]
 
-    def _index(self):
-        return pd.Index(list(self.groups_), name="sensitive_feature_0")
-
-    def _frame(self, values):
-        frame = pd.DataFrame(values, index=self._index())
-        return frame[next(iter(values))] if self._single else frame
-
-    @property
-    def by_group(self):
-        """Each group's value of each metric (NaN where the noise leaves it free)."""
-        return self._frame({k: self._group_values(m)[0] for k, m in self._metrics.items()})
-
-    @property
-    def overall(self):
-        """Each metric on all records (from the summed noisy counts)."""
-        values = {k: float(self._overall_values(m)[0]) for k, m in self._metrics.items()}
-        return next(iter(values.values())) if self._single else pd.Series(values)
-
-    @property
-    def by_group_interval(self):
-        """``(low, high)`` of each group's value of each metric at ``confidence``:
-        a DataFrame with columns ``(metric, "low")`` and ``(metric, "high")``."""
-        z = _z(self.confidence)
-        columns = {}
-        for key, name in self._metrics.items():
-            _, low, high = self._group_values(name, z)
-            columns[(key, "low")], columns[(key, "high")] = low, high
-        return pd.DataFrame(columns, index=self._index())
-
-    def overall_interval(self):
-        """``{metric: (low, high)}`` of the overall values."""
-        z = _z(self.confidence)
-        return {k: tuple(float(v) for v in self._overall_values(m, z)[1:])
-                for k, m in self._metrics.items()}
-
-    def _reduce(self, function):
-        """``function(group values as a Series, overall value)`` per metric
+    def reduce(self, function):
+        """``{metric: function(group values as a Series, overall value)}``
         (pandas semantics, as fairlearn: NaN groups are skipped)."""
-        values = {}
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for key, name in self._metrics.items():
-                groups = pd.Series(self._group_values(name)[0], dtype=np.float64)
-                values[key] = function(groups, np.float64(self._overall_values(name)[0]))
-        return next(iter(values.values())) if self._single else pd.Series(values)
-
-    def group_min(self):
-        """The smallest group value of each metric (NaN groups left out)."""
-        return self._reduce(lambda g, o: g.min())
-
-    def group_max(self):
-        """The largest group value of each metric (NaN groups left out)."""
-        return self._reduce(lambda g, o: g.max())
-
-    def difference(self, method="between_groups"):
-        """Largest difference between groups (``"between_groups"``) or from
-        the overall value (``"to_overall"``), as fairlearn computes it."""
-        _check_method(method)
-        if method == "between_groups":
-            return self._reduce(lambda g, o: (g - g.min()).abs().max())
-        return self._reduce(lambda g, o: (g - o).abs().max())
-
-    def ratio(self, method="between_groups"):
-        """Smallest ratio between groups (``group_min() / group_max()``), or
-        of each group to the overall value (turned below 1), as fairlearn
-        computes it."""
-        _check_method(method)
-        if method == "between_groups":
-            return self._reduce(lambda g, o: np.float64(g.min()) / np.float64(g.max()))
-        return self._reduce(lambda g, o: (g / o).transform(lambda x: 1 / x if x > 1 else x).min())
-
-    # ------------------------------------------------------------- intervals
-    def _simultaneous(self, names, with_overall=False):
-        """Per-group (and overall) intervals of ``names`` that hold together
-        at ``confidence`` (Bonferroni over every interval)."""
-        n_intervals = len(names) * (len(self.groups_) + int(with_overall))
-        z = _z(1.0 - (1.0 - self.confidence) / n_intervals)
-        groups = [self._group_values(name, z)[1:] for name in names]
-        overall = [self._overall_values(name, z)[1:] for name in names] if with_overall else None
-        return groups, overall
-
-    def difference_interval(self, method="between_groups"):
-        """``{metric: (low, high)}``: an interval for :meth:`difference` at
-        ``confidence`` (from group intervals that hold together)."""
-        _check_method(method)
-        return {k: _difference_bounds([m], self, method) for k, m in self._metrics.items()}
-
-    def largest_difference_interval(self, metrics, method="between_groups"):
-        """``(value, low, high)`` of the largest :meth:`difference` among
-        ``metrics`` -- e.g. the equalized-odds difference of
-        ``["true_positive_rate", "false_positive_rate"]`` -- with one
-        interval at ``confidence`` for all of them."""
-        _check_method(method)
-        names = [_metric_name(m) for m in metrics]
-        values = []
-        for name in names:
-            g, o = self._group_values(name)[0], self._overall_values(name)[0]
-            values.append(np.nanmax(g) - np.nanmin(g) if method == "between_groups"
-                          else np.nanmax(np.abs(g - o)))
-        low, high = _difference_bounds(names, self, method)
-        return float(np.max(values)), low, high
-
-    def ratio_interval(self, method="between_groups"):
-        """``{metric: (low, high)}``: an interval for :meth:`ratio`."""
-        _check_method(method)
         out = {}
-        for key, name in self._metrics.items():
-            [(lo, hi)], overall = self._simultaneous([name], method == "to_overall")
-            if method == "between_groups":
-                top_low, top_high = lo.max(), hi.max()
-                low = lo.min() / top_high if top_high > 0 else 0.0
-                high = hi.min() / top_low if top_low > 0 else 1.0
-            else:
-                (olo, ohi), = overall
-                lows, highs = [], []
-                for a, b in zip(lo, hi):
-                    lows.append(min(a / ohi if ohi > 0 else 0.0, olo / b if b > 0 else 0.0))
-                    if b < olo:
-                        highs.append(b / olo)
-                    elif ohi < a:
-                        highs.append(ohi / a)
-                    else:
-                        highs.append(1.0)
-                low, high = min(lows), min(highs)
-            out[key] = (float(min(max(low, 0.0), 1.0)), float(min(max(high, 0.0), 1.0)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for key, name in self.metrics.items():
+                groups = pd.Series(self.values(name)[0], dtype=np.float64)
+                out[key] = function(groups, np.float64(self.overall(name)[0]))
         return out
 
-    def group_min_interval(self):
-        """``{metric: (low, high)}`` for :meth:`group_min`."""
-        return {k: (float(lo.min()), float(hi.min())) for k, ((lo, hi),) in
-                ((k, self._simultaneous([m])[0]) for k, m in self._metrics.items())}
+    def simultaneous(self, names, with_overall=False):
+        """Per-group (and overall) intervals of ``names`` that hold together
+        at ``confidence`` (Bonferroni over every interval)."""
+        n_intervals = len(names) * (len(self.counts) + int(with_overall))
+        z = _z(1.0 - (1.0 - self.confidence) / n_intervals)
+        groups = [self.values(name, z)[1:] for name in names]
+        overall = [self.overall(name, z)[1:] for name in names] if with_overall else None
+        return groups, overall
 
-    def group_max_interval(self):
-        """``{metric: (low, high)}`` for :meth:`group_max`."""
-        return {k: (float(lo.max()), float(hi.max())) for k, ((lo, hi),) in
-                ((k, self._simultaneous([m])[0]) for k, m in self._metrics.items())}
+    def difference_bounds(self, names, method):
+        """Bounds of the largest difference among ``names``."""
+        groups, overall = self.simultaneous(names, method == "to_overall")
+        lows, highs = [], []
+        for i, (lo, hi) in enumerate(groups):
+            if method == "between_groups":
+                lows.append(max(lo.max() - hi.min(), 0.0))
+                highs.append(hi.max() - lo.min())
+            else:
+                olo, ohi = overall[i]
+                lows.append(np.maximum(np.maximum(lo - ohi, olo - hi), 0.0).max())
+                highs.append(np.maximum(hi - olo, ohi - lo).max())
+        return float(max(lows)), float(max(highs))
 
-    def within(self, bound, method="between_groups"):
-        """Verdicts on ``difference(method) <= bound`` for each metric:
-        ``"met"`` when the whole interval is at most ``bound``,
-        ``"violated"`` when it is all above, else ``"undetermined"`` (see
-        :func:`skdp.privacy.interval_verdicts`)."""
-        intervals = self.difference_interval(method)
-        low = np.array([intervals[k][0] for k in self._metrics])
-        high = np.array([intervals[k][1] for k in self._metrics])
-        verdicts = interval_verdicts(low, high, bound)
-        values = dict(zip(self._metrics, verdicts.tolist()))
-        return next(iter(values.values())) if self._single else pd.Series(values)
+    def largest_difference(self, names, method):
+        """``(value, low, high)`` of the largest difference among ``names``."""
+        values = []
+        for name in names:
+            g, o = self.values(name)[0], self.overall(name)[0]
+            with np.errstate(invalid="ignore"):
+                values.append(np.nanmax(g) - np.nanmin(g) if method == "between_groups"
+                              else np.nanmax(np.abs(g - o)))
+        low, high = self.difference_bounds(names, method)
+        return float(np.max(values)), low, high
 
-    def plot(self, metric=None, *, bound=None, ax=None):
-        """Each group's value of ``metric`` with its interval, the overall
-        value and, with ``bound``, the band ``overall +- bound``.
+    def ratio_bounds(self, name, method):
+        """Bounds of the smallest ratio of ``name``."""
+        [(lo, hi)], overall = self.simultaneous([name], method == "to_overall")
+        if method == "between_groups":
+            top_low, top_high = lo.max(), hi.max()
+            low = lo.min() / top_high if top_high > 0 else 0.0
+            high = hi.min() / top_low if top_low > 0 else 1.0
+        else:
+            (olo, ohi), = overall
+            lows, highs = [], []
+            for a, b in zip(lo, hi):
+                lows.append(min(a / ohi if ohi > 0 else 0.0, olo / b if b > 0 else 0.0))
+                if b < olo:
+                    highs.append(b / olo)
+                elif ohi < a:
+                    highs.append(ohi / a)
+                else:
+                    highs.append(1.0)
+            low, high = min(lows), min(highs)
+        return float(min(max(low, 0.0), 1.0)), float(min(max(high, 0.0), 1.0))
 
-        Needs matplotlib (``pip install 'skdp[plot]'``). Groups whose value
-        the noise leaves free show their interval alone.
-
-        Parameters
-        ----------
-        metric : str, default=None
-            A key of ``metrics`` (the only one when None).
-        bound : float, default=None
-        ax : matplotlib Axes, default=None
-            Where to draw (a new figure's when None).
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
-        try:
-            import matplotlib.pyplot as plt
-        except ImportError as exc:  # pragma: no cover - matplotlib is a test dependency
-            raise ImportError(
-                "DPMetricFrame.plot needs matplotlib: pip install 'skdp[plot]'.") from exc
-        if metric is None:
-            if len(self._metrics) != 1:
-                raise ValueError(
-                    f"metric= must name one of {list(self._metrics)} to plot.")
-            metric = next(iter(self._metrics))
-        if metric not in self._metrics:
-            raise ValueError(f"metric={metric!r} is not among {list(self._metrics)}.")
-        name = self._metrics[metric]
-        value, low, high = self._group_values(name, _z(self.confidence))
-        overall = float(self._overall_values(name)[0])
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * len(self.groups_)))
-        positions = np.arange(len(self.groups_))
-        ax.hlines(positions, low, high, color="C0", lw=3, alpha=0.6,
-                  label=f"{self.confidence:.0%} interval")
-        ax.plot(value, positions, "o", color="C0", label="private value")
-        ax.axvline(overall, color="0.3", ls="-", lw=1, label="overall")
-        if bound is not None:
-            ax.axvspan(overall - bound, overall + bound, color="C2", alpha=0.12,
-                       label=f"overall +- {bound:g}")
-        ax.set_yticks(positions, [str(g) for g in self.groups_])
-        ax.invert_yaxis()
-        title = "exact" if self.noise_std_ == 0 else f"epsilon={self.epsilon_:.2g}"
-        ax.set_xlabel(f"{metric} ({title})")
-        ax.legend(loc="best", fontsize="small")
-        return ax
+    def extreme_bounds(self, name, extreme):
+        """Bounds of the smallest (``np.min``) or largest (``np.max``) group value."""
+        [(lo, hi)], _ = self.simultaneous([name])
+        return float(extreme(lo)), float(extreme(hi))
 
 
 def _check_method(method):
     if method not in ("between_groups", "to_overall"):
         raise ValueError(
             f"method must be 'between_groups' or 'to_overall'; got {method!r}.")
-
-
-def _difference_bounds(names, frame, method):
-    """Bounds of the largest difference among ``names`` from simultaneous
-    group (and overall) intervals."""
-    groups, overall = frame._simultaneous(names, method == "to_overall")
-    lows, highs = [], []
-    for i, (lo, hi) in enumerate(groups):
-        if method == "between_groups":
-            lows.append(max(lo.max() - hi.min(), 0.0))
-            highs.append(hi.max() - lo.min())
-        else:
-            olo, ohi = overall[i]
-            gap_low = np.maximum(np.maximum(lo - ohi, olo - hi), 0.0)
-            gap_high = np.maximum(hi - olo, ohi - lo)
-            lows.append(gap_low.max())
-            highs.append(gap_high.max())
-    return float(max(lows)), float(max(highs))
-
