@@ -456,3 +456,23 @@ def test_score_metrics_give_each_groups_calibration_gap_with_intervals():
         assert exact.by_group.loc[k, "mean"] == pytest.approx(scores[rows].mean(), rel=1e-12)
         assert exact.by_group.loc[k, "gap"] == pytest.approx((scores - y)[rows].mean(),
                                                              abs=1e-12)
+
+
+def test_a_private_search_scores_a_private_scorer_from_its_own_release():
+    from skdp import DPSGDClassifier
+    from skdp.metrics import make_private_fairness_scorer
+    from skdp.model_selection import PrivateGridSearchCV, best_within
+
+    X, y = _adult_like(4000, seed=2)
+    dpd = make_private_fairness_scorer("demographic_parity_difference",
+                                       sensitive_groups=[0, 1, 2], sensitive_column="group")
+    search = PrivateGridSearchCV(
+        DPSGDClassifier(max_steps=30, sensitive_columns="group", model_check=False),
+        {"alpha": [0.0, 0.1]}, scoring={"accuracy": "accuracy", "dpd": dpd},
+        refit=best_within("dpd", 0.5), epsilon=1.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search.fit(X, y)
+    assert np.isfinite(search.cv_results_["mean_test_dpd"]).all()
+    assert dpd.dp_events == []  # scored from the search's histogram: nothing spent twice
+    assert search.epsilon_ <= 1.0

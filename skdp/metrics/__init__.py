@@ -27,6 +27,7 @@ from ._frame import FRAME_METRICS, REGRESSION_METRICS, SCORE_METRICS, DPMetricFr
 from ._private_scorers import (
     PRIVATE_FAIRNESS_METRICS,
     dp_fairness_metric,
+    exact_fairness_scorer,
     make_private_fairness_scorer,
 )
 from ._scorers import (
@@ -44,6 +45,7 @@ __all__ = [
     "REGRESSION_METRICS",
     "SCORE_METRICS",
     "dp_fairness_metric",
+    "exact_fairness_scorer",
     "make_private_fairness_scorer",
     "GroupRates",
     "demographic_parity_difference",

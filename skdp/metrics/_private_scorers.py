@@ -5,9 +5,10 @@ import dp_accounting as dpa
 
 from ..privacy import compute_epsilon
 from ._frame import DPMetricFrame
-from ._scorers import _FairnessScorer
+from ._scorers import _FairnessScorer, make_fairness_scorer
 
-__all__ = ["dp_fairness_metric", "make_private_fairness_scorer", "PRIVATE_FAIRNESS_METRICS"]
+__all__ = ["dp_fairness_metric", "exact_fairness_scorer", "make_private_fairness_scorer",
+           "PRIVATE_FAIRNESS_METRICS"]
 
 #: name -> (the frame metrics it compares, "difference" or "ratio"); the
 #: largest difference (smallest ratio) over the metrics, as fairlearn's
@@ -199,3 +200,26 @@ def make_private_fairness_scorer(metric, *, sensitive_groups, epsilon=1.0, delta
               "method": method, "random_state": random_state}
     return _PrivateFairnessScorer(metric, 1 if greater_is_better else -1, kwargs,
                                   sensitive_column=sensitive_column)
+
+
+def exact_fairness_scorer(scorer):
+    """The exact fairness scorer of the same metric as a private one, for a
+    search whose own release already privatizes its scores; any other
+    scorer unchanged.
+
+    :class:`~skdp.model_selection.PrivateGridSearchCV` computes every score
+    from one noisy confusion histogram of its validation part; a private
+    scorer given to it is scored that way (its own noise would be spent
+    twice).
+
+    >>> from skdp.metrics import exact_fairness_scorer, make_private_fairness_scorer
+    >>> exact_fairness_scorer(make_private_fairness_scorer(
+    ...     "equalized_odds_difference", sensitive_groups=[0, 1], sensitive_column=0))
+    make_fairness_scorer(equalized_odds_difference, sensitive_column=0, method='between_groups')
+    """
+    if not isinstance(scorer, _PrivateFairnessScorer):
+        return scorer
+    exact = make_fairness_scorer(scorer.metric_name, sensitive_column=scorer._sensitive_column,
+                                 greater_is_better=scorer._sign > 0,
+                                 method=scorer._kwargs["method"])
+    return exact

@@ -94,7 +94,7 @@ from sklearn.metrics import (
 from sklearn.metrics._scorer import _Scorer
 
 from .._groups import encode_groups, select_columns
-from ..metrics import needs_sensitive_features
+from ..metrics import exact_fairness_scorer, needs_sensitive_features
 from ..privacy import BatchReleases, Release, ReleasePlan, gaussian_noise
 
 __all__ = ["HistogramMetric", "LossMetric", "ScoreNoise", "confusion_histograms", "error_sums",
@@ -198,6 +198,8 @@ def resolve_scoring(estimator, scoring):
             "scoring must be None, a scorer name, a scorer, or a list or dict of them; got "
             f"{scoring!r}."
         )
+    # a private fairness scorer is scored from the search's own noisy histogram
+    scorers = {name: exact_fairness_scorer(scorer) for name, scorer in scorers.items()}
     metrics = {}
     for name, scorer in scorers.items():
         if not isinstance(scorer, _Scorer):
