@@ -52,8 +52,9 @@ def main():
     rows, timing = [], []
     for attribute, groups in attributes.items():
         names = sorted(set(groups))
-        exact, fl_seconds = timed(MetricFrame, metrics=METRICS, y_true=y, y_pred=pred,
-                                  sensitive_features=groups)
+        runs = [timed(MetricFrame, metrics=METRICS, y_true=y, y_pred=pred,
+                      sensitive_features=groups) for _ in range(5)]
+        exact, fl_seconds = runs[-1][0], median([seconds for _, seconds in runs])
         sizes = dict(zip(*np.unique(groups, return_counts=True)))
         exact_dp = exact.difference()["selection_rate"]
         exact_eo = max(exact.difference()["true_positive_rate"],
