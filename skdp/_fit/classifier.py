@@ -188,9 +188,11 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         return weights
 
     # -------------------------------------------------------------- predict
-    def _raw_logits(self, X):
+    def _raw_logits(self, X, row_norms=None):
+        """Logits of ``X``; a linear model also fills ``row_norms`` (see
+        :func:`~skdp._fit.rows.linear_scores`) when given."""
         if self.module_state_ is None:
-            return linear_scores(X, self.coef_.T, self.intercept_)
+            return linear_scores(X, self.coef_.T, self.intercept_, row_norms=row_norms)
         return self._module_outputs(X)
 
     def decision_function(self, X):
@@ -207,9 +209,10 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
         """
         return self._decision(self._validate_predict_X(X))
 
-    def _decision(self, X):
-        """:meth:`decision_function` of validated ``X``."""
-        scores = self._raw_logits(X)
+    def _decision(self, X, row_norms=None):
+        """:meth:`decision_function` of validated ``X`` (``row_norms``: as
+        :meth:`_raw_logits`)."""
+        scores = self._raw_logits(X, row_norms=row_norms)
         if len(self.classes_) == 2:
             if scores.shape[1] == 2:
                 scores = scores[:, 1:] - scores[:, :1]

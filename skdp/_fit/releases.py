@@ -412,9 +412,17 @@ class ModelCheck(FitRelease):
         n_classes = len(estimator.classes_)
         group_codes = state.group_codes
         n_groups = self.n_groups(estimator, state)
+        # the clipped share after it needs the rows' norms: the same pass
+        clipped = estimator._fit_release(ClippedShare)
+        norms = None
+        if (clipped is not None and clipped.applies(estimator)
+                and estimator.module_state_ is None
+                and (not report.private or clipped.planned(report))):
+            norms = np.empty(len(y_codes), dtype=np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
-            scores = estimator._decision(X)
+            scores = estimator._decision(X, row_norms=norms)
         state.returned_scores = scores  # for the releases after it: one pass
+        state.returned_row_sq_norms = norms
         # with units, a record adds its unit factor: a unit adds at most 1
         factors = unit_factors(state)
         counts = torch.zeros(n_groups * n_classes * n_classes, dtype=torch.float64)
@@ -570,7 +578,10 @@ class ClippedShare(FitRelease):
             proba = np.exp(logits)
             proba /= proba.sum(1, keepdims=True)
             proba[np.arange(len(y_codes)), y_codes] -= 1.0
-            norms = np.sqrt((proba**2).sum(1) * (row_sq_norms(X) + 1.0))
+            sq_norms = state.returned_row_sq_norms
+            if sq_norms is None:
+                sq_norms = row_sq_norms(X)
+            norms = np.sqrt((proba**2).sum(1) * (sq_norms + 1.0))
         clipped = (norms > self.factor * estimator.max_grad_norm).astype(np.float64)
         factors = unit_factors(state)
         if factors is not None:

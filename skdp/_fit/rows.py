@@ -63,7 +63,7 @@ def row_blocks(n_rows):
     return [slice(start, start + SCORE_BLOCK) for start in range(0, max(n_rows, 1), SCORE_BLOCK)]
 
 
-def linear_scores(X, coef, intercept):
+def linear_scores(X, coef, intercept, row_norms=None):
     """``X @ coef + intercept`` in float64.
 
     A float32 ``X`` is converted one block of :data:`SCORE_BLOCK` rows at a
@@ -73,14 +73,23 @@ def linear_scores(X, coef, intercept):
     read a block at a time whatever its dtype. Rows never interact, so a
     row's score does not depend on the block it falls in beyond float64
     rounding.
+
+    With ``row_norms`` (a float64 array, one value per row), also fill it
+    with :func:`row_sq_norms` of ``X`` from the same float64 blocks: one
+    pass and one conversion for both, the same values as a separate call.
     """
     in_memory = isinstance(X, np.ndarray)  # not a row store, read a block at a time
     if in_memory and (X.dtype == np.float64 or X.shape[0] <= SCORE_BLOCK):
+        if row_norms is not None:
+            row_norms[:] = row_sq_norms(X)
         return X @ coef + intercept
     out = np.empty((X.shape[0],) + np.shape(coef)[1:], dtype=np.float64)
     for start in range(0, X.shape[0], SCORE_BLOCK):
         stop = start + SCORE_BLOCK
-        out[start:stop] = np.asarray(X[start:stop], dtype=np.float64) @ coef + intercept
+        block = np.asarray(X[start:stop], dtype=np.float64)
+        out[start:stop] = block @ coef + intercept
+        if row_norms is not None:
+            row_norms[start:stop] = np.einsum("ij,ij->i", block, block)
     return out
 
 

@@ -95,6 +95,9 @@ class FitState:
     returned_scores : ndarray or None
         The returned model's decision scores on the training rows, computed
         once by the model check for the releases after it.
+    returned_row_sq_norms : ndarray or None
+        The training rows' squared norms, from the same pass when a release
+        after the check needs them (a linear model's clipped share).
     """
 
     y_codes: Optional[np.ndarray] = None
@@ -113,3 +116,4 @@ class FitState:
     n: Optional[int] = None
     q: Optional[float] = None
     returned_scores: Optional[np.ndarray] = None
+    returned_row_sq_norms: Optional[np.ndarray] = None
