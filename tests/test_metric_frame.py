@@ -476,3 +476,11 @@ def test_a_private_search_scores_a_private_scorer_from_its_own_release():
     assert np.isfinite(search.cv_results_["mean_test_dpd"]).all()
     assert dpd.dp_events == []  # scored from the search's histogram: nothing spent twice
     assert search.epsilon_ <= 1.0
+
+
+def test_the_default_noise_comes_from_the_secure_generator():
+    y = np.arange(400) % 2
+    frames = [DPMetricFrame(metrics="selection_rate", y_true=y, y_pred=y, sensitive_features=y,
+                            sensitive_groups=[0, 1]) for _ in range(2)]
+    assert not np.array_equal(frames[0].counts_, frames[1].counts_)  # no seed, no replay
+    assert all(np.isfinite(f.counts_).all() for f in frames)
