@@ -106,9 +106,12 @@ def test_fits_in_worker_processes_are_charged(ledger_path):
     pool started before the block included): each fold is charged."""
     from sklearn.model_selection import cross_validate
 
+    from joblib import Parallel, delayed
+
     X, y = _xy()
     estimator = DPSGDClassifier(max_steps=10, model_check=False, random_state=0)
-    cross_validate(estimator, X, y, cv=2, n_jobs=2)  # a pool outside the block
+    # a worker pool started outside the block (its workers would not see it)
+    Parallel(n_jobs=2)(delayed(abs)(i) for i in range(4))
     ledger = _ledger(ledger_path)
     with ledger.charging("cv"):
         cross_validate(estimator, X, y, cv=3, n_jobs=2)
