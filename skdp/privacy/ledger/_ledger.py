@@ -464,6 +464,15 @@ def charge_report(what, report, *, extra_delta=0.0):
     when no ledger is charging or an enclosing release (a search) has
     charged for this one already (:func:`charged_elsewhere`).
     """
+    event = report.dp_event if report.dp_event is not None else dpa.NonPrivateDpEvent()
+    return _reserve_in_active(what, epsilon=report.epsilon, delta=report.delta,
+                              privacy_unit=report.privacy_unit, event=event,
+                              extra_delta=extra_delta)
+
+
+def _reserve_in_active(what, **charge):
+    """:meth:`PrivacyLedger.reserve` ``charge`` in the active ledger, named
+    ``what`` and the block's label; None when no ledger charges here."""
     if _covered():
         return None
     active = active_ledger()
@@ -471,11 +480,7 @@ def charge_report(what, report, *, extra_delta=0.0):
         return None
     ledger, label = active
     name = what if label is None else f"{what} ({label})"
-    event = report.dp_event if report.dp_event is not None else dpa.NonPrivateDpEvent()
-    entry = ledger.reserve(what=name, epsilon=report.epsilon, delta=report.delta,
-                           privacy_unit=report.privacy_unit, event=event,
-                           extra_delta=extra_delta)
-    return Charge(ledger, entry)
+    return Charge(ledger, ledger.reserve(what=name, **charge))
 
 
 def charge_budget(what, epsilon, delta, privacy_unit="record"):
@@ -483,16 +488,8 @@ def charge_budget(what, epsilon, delta, privacy_unit="record"):
     active ledger, if any (a search, whose event is known only at its end:
     :meth:`Charge.commit` it with the final event). Returns a
     :class:`Charge` or None, as :func:`charge_report`."""
-    if _covered():
-        return None
-    active = active_ledger()
-    if active is None:
-        return None
-    ledger, label = active
-    name = what if label is None else f"{what} ({label})"
-    entry = ledger.reserve(what=name, epsilon=float(epsilon), delta=float(delta),
-                           privacy_unit=privacy_unit, event=None)
-    return Charge(ledger, entry)
+    return _reserve_in_active(what, epsilon=float(epsilon), delta=float(delta),
+                              privacy_unit=privacy_unit, event=None)
 
 
 @dataclass
