@@ -47,20 +47,23 @@ def test_without_privacy_the_frame_equals_fairlearn(data):
     p = np.array(data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
     g = np.array(data.draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=n,
                                     max_size=n)))
-    ours, theirs = _exact(y, p, g)
-    pd.testing.assert_frame_equal(ours.by_group, theirs.by_group, check_exact=True,
-                                  check_dtype=False)
-    pd.testing.assert_series_equal(ours.overall, theirs.overall, check_exact=True,
-                                   check_dtype=False)
+    _assert_same_frames(*_exact(y, p, g))
+
+
+def _assert_same_frames(ours, theirs):
+    """Every value of a DPMetricFrame equals fairlearn's, exactly."""
+    def same(a, b):
+        check = (pd.testing.assert_frame_equal if isinstance(a, pd.DataFrame)
+                 else pd.testing.assert_series_equal)
+        check(a, b, check_exact=True, check_dtype=False)
+
+    same(ours.by_group, theirs.by_group)
+    same(ours.overall, theirs.overall)
     for method in ("between_groups", "to_overall"):
-        pd.testing.assert_series_equal(ours.difference(method), theirs.difference(method),
-                                       check_exact=True, check_dtype=False)
-        pd.testing.assert_series_equal(ours.ratio(method), theirs.ratio(method),
-                                       check_exact=True, check_dtype=False)
-    pd.testing.assert_series_equal(ours.group_min(), theirs.group_min(), check_exact=True,
-                                   check_dtype=False)
-    pd.testing.assert_series_equal(ours.group_max(), theirs.group_max(), check_exact=True,
-                                   check_dtype=False)
+        same(ours.difference(method), theirs.difference(method))
+        same(ours.ratio(method), theirs.ratio(method))
+    same(ours.group_min(), theirs.group_min())
+    same(ours.group_max(), theirs.group_max())
 
 
 def test_a_single_metric_gives_scalars_and_series_like_fairlearn():
@@ -209,6 +212,9 @@ def test_bad_input_is_named():
     with pytest.warns(PrivacyLeakWarning, match="sensitive_groups"):
         DPMetricFrame(metrics="count", y_true=y, y_pred=y, sensitive_features=y,
                       random_state=0)
+    with pytest.raises(ValueError, match="y_pred has missing values"):
+        DPMetricFrame(metrics="count", y_true=y, y_pred=np.array([0, 1, np.nan, 0]),
+                      sensitive_features=y, sensitive_groups=[0, 1])
     with pytest.raises(ValueError, match="same length"):
         DPMetricFrame(metrics="count", y_true=y, y_pred=y[:3], sensitive_features=y,
                       sensitive_groups=[0, 1])
@@ -329,17 +335,7 @@ def test_control_features_equal_fairlearn(data):
                              control_features=c, epsilon=None)
         theirs = MetricFrame(metrics=ALL, y_true=y, y_pred=p, sensitive_features=g,
                              control_features=c)
-    pd.testing.assert_frame_equal(ours.by_group, theirs.by_group, check_exact=True,
-                                  check_dtype=False)
-    pd.testing.assert_frame_equal(ours.overall, theirs.overall, check_exact=True,
-                                  check_dtype=False)
-    for method in ("between_groups", "to_overall"):
-        pd.testing.assert_frame_equal(ours.difference(method), theirs.difference(method),
-                                      check_exact=True, check_dtype=False)
-        pd.testing.assert_frame_equal(ours.ratio(method), theirs.ratio(method),
-                                      check_exact=True, check_dtype=False)
-    pd.testing.assert_frame_equal(ours.group_min(), theirs.group_min(), check_exact=True,
-                                  check_dtype=False)
+    _assert_same_frames(ours, theirs)
 
 
 def test_control_levels_share_one_release_and_have_their_own_intervals():

@@ -260,6 +260,11 @@ class DPMetricFrame(PrivateFitMixin):
                 f"y_true and y_pred must be 1-d and of the same length; got {y_true.shape} "
                 f"and {y_pred.shape}."
             )
+        for name, values in (("y_true", y_true), ("y_pred", y_pred)):
+            if pd.isna(values).any():
+                raise ValueError(
+                    f"{name} has missing values (NaN/None); every record needs a label or a "
+                    "prediction (drop those records, or give them a value).")
         n = y_true.shape[0]
         codes, self.groups_ = _public_codes(sensitive_features, n, sensitive_groups,
                                             "sensitive", epsilon)
