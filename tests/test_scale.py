@@ -417,3 +417,47 @@ def test_scores_and_row_norms_share_one_pass_with_the_same_values():
         scores = linear_scores(X, coef, intercept, row_norms=norms)
         assert np.array_equal(scores, linear_scores(X, coef, intercept))
         assert np.array_equal(norms, row_sq_norms(X))
+
+
+def test_one_scoring_pass_after_training(monkeypatch):
+    """Score calibration, model check and clipped share read the rows once
+    after training; the check sees the calibrated model's scores."""
+    from skdp._fit import classifier as fit_classifier
+    from skdp._fit.releases import ModelCheck
+
+    X, y, _ = _table(n=3000)
+    X = X.astype(np.float32)
+    passes, seen = [], []
+    original_scores = fit_classifier.linear_scores
+    monkeypatch.setattr(fit_classifier, "linear_scores",
+                        lambda *a, **k: passes.append(1) or original_scores(*a, **k))
+    original_apply = ModelCheck.apply
+
+    def spy(self, estimator, X, state, report, generator):
+        seen.append(state.returned_scores)
+        return original_apply(self, estimator, X, state, report, generator)
+
+    monkeypatch.setattr(ModelCheck, "apply", spy)
+    # a budget at which 3,000 records are enough for the calibration
+    model = DPSGDClassifier(epsilon=30.0, random_state=0, max_epochs=2).fit(X, y)
+    assert model.score_calibration_ is not None and model.clipped_share_ is not None
+    assert model.prediction_counts_ is not None
+    assert len(passes) == 1
+    np.testing.assert_allclose(seen[0], model.decision_function(X), rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-800.0, 800.0), min_size=1, max_size=30), st.randoms())
+def test_binary_gradient_norms_are_those_of_the_softmax(scores, random):
+    from skdp._fit.releases import ClippedShare
+
+    scores = np.array(scores)
+    y = np.array([random.randint(0, 1) for _ in scores])
+    logits = np.column_stack([np.zeros(len(scores)), scores])
+    logits -= logits.max(1, keepdims=True)
+    proba = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    proba[np.arange(len(y)), y] -= 1.0
+    # the softmax's p_y - 1 cancels for large scores (absolute error ~1e-16);
+    # the closed form does not
+    np.testing.assert_allclose(ClippedShare._output_sq_norms(scores, y),
+                               (proba**2).sum(1), rtol=1e-9, atol=1e-14)

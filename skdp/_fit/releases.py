@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 import torch
+from scipy import special
 
 from ..exceptions import ClippingWarning, ModelCheckWarning
 from ..models import CHECK_LOSS_BOUND, CHECK_SHARE, check_terms
@@ -283,8 +284,11 @@ class ScoreCalibration(FitRelease):
         if not self.planned(report):  # not private, or not asked for: no map
             return
         std = self.noise_std(report)
+        # the releases after it read the returned model's scores (and the
+        # rows' norms) from this pass: one pass over the rows after training
+        norms = _norms_for_clipped_share(estimator, report, len(state.y_codes))
         with np.errstate(invalid="ignore", over="ignore"):
-            scores = estimator._decision(X)
+            scores = estimator._decision(X, row_norms=norms)
         weights = state.record_weights
         if weights is not None:
             weights = weights.detach().cpu().numpy()
@@ -299,6 +303,24 @@ class ScoreCalibration(FitRelease):
         else:
             estimator._module_score_map = (scale, shift)
         estimator.score_calibration_ = (scale, shift)
+        # the calibrated model's scores: those of a module model exactly (its
+        # map is applied so), a linear model's to float64 rounding (its map
+        # is folded into coef_ and intercept_)
+        with np.errstate(invalid="ignore", over="ignore"):
+            state.returned_scores = scale * scores + shift
+        state.returned_row_sq_norms = norms
+
+
+def _norms_for_clipped_share(estimator, report, n_rows):
+    """An empty float64 array for the rows' squared norms when the
+    estimator's :class:`ClippedShare` will be released (a linear model's),
+    for the scoring pass to fill; else None."""
+    clipped = estimator._fit_release(ClippedShare)
+    if (clipped is not None and clipped.applies(estimator)
+            and estimator.module_state_ is None
+            and (not report.private or clipped.planned(report))):
+        return np.empty(n_rows, dtype=np.float64)
+    return None
 
 
 # ------------------------------------------------------------- model check
@@ -412,17 +434,14 @@ class ModelCheck(FitRelease):
         n_classes = len(estimator.classes_)
         group_codes = state.group_codes
         n_groups = self.n_groups(estimator, state)
-        # the clipped share after it needs the rows' norms: the same pass
-        clipped = estimator._fit_release(ClippedShare)
-        norms = None
-        if (clipped is not None and clipped.applies(estimator)
-                and estimator.module_state_ is None
-                and (not report.private or clipped.planned(report))):
-            norms = np.empty(len(y_codes), dtype=np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            scores = estimator._decision(X, row_norms=norms)
-        state.returned_scores = scores  # for the releases after it: one pass
-        state.returned_row_sq_norms = norms
+        scores = state.returned_scores  # the score calibration's pass, when it ran
+        if scores is None:
+            # the clipped share after it needs the rows' norms: the same pass
+            norms = _norms_for_clipped_share(estimator, report, len(y_codes))
+            with np.errstate(invalid="ignore", over="ignore"):
+                scores = estimator._decision(X, row_norms=norms)
+            state.returned_scores = scores  # for the releases after it: one pass
+            state.returned_row_sq_norms = norms
         # with units, a record adds its unit factor: a unit adds at most 1
         factors = unit_factors(state)
         counts = torch.zeros(n_groups * n_classes * n_classes, dtype=torch.float64)
@@ -558,6 +577,21 @@ class ClippedShare(FitRelease):
         return (f"[{type(estimator).__name__}] clipped-gradient check skipped: its noise is "
                 f"too large for fewer than {needed} training records (or units)")
 
+    @staticmethod
+    def _output_sq_norms(scores, y_codes):
+        """``||p - e_y||^2`` of each record: the squared norm of its
+        log-loss gradient with respect to the logits."""
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.ndim == 1:
+            # a binary score s is the logits (0, s): p - e_y = (-r, r) with
+            # r = p_1 - y, and |r| = expit(s) for y = 0, expit(-s) for y = 1
+            return 2.0 * special.expit(np.where(y_codes == 1, -scores, scores)) ** 2
+        logits = scores - scores.max(1, keepdims=True)
+        proba = np.exp(logits)
+        proba /= proba.sum(1, keepdims=True)
+        proba[np.arange(len(y_codes)), y_codes] -= 1.0
+        return (proba**2).sum(1)
+
     def apply(self, estimator, X, state, report, generator):
         """Count, release and judge the records whose gradient is clipped
         more than :attr:`factor`-fold; ``clipped_share_`` and
@@ -571,17 +605,10 @@ class ClippedShare(FitRelease):
         with np.errstate(invalid="ignore", over="ignore"):
             if scores is None:
                 scores = estimator._decision(X)
-            logits = np.asarray(scores, dtype=np.float64)
-            if logits.ndim == 1:  # a binary model's score: the logits (0, s)
-                logits = np.column_stack([np.zeros(len(logits)), logits])
-            logits = logits - logits.max(1, keepdims=True)
-            proba = np.exp(logits)
-            proba /= proba.sum(1, keepdims=True)
-            proba[np.arange(len(y_codes)), y_codes] -= 1.0
             sq_norms = state.returned_row_sq_norms
             if sq_norms is None:
                 sq_norms = row_sq_norms(X)
-            norms = np.sqrt((proba**2).sum(1) * (sq_norms + 1.0))
+            norms = np.sqrt(self._output_sq_norms(scores, y_codes) * (sq_norms + 1.0))
         clipped = (norms > self.factor * estimator.max_grad_norm).astype(np.float64)
         factors = unit_factors(state)
         if factors is not None:

