@@ -18,7 +18,8 @@ from skdp import (
     DPRateConstrainedClassifier,
     DPSGDClassifier,
 )
-from skdp._fit.releases import ClippedShare, ModelCheck, ScoreCalibration
+from skdp._fit.checks import ClippedShare, ModelCheck
+from skdp._fit.releases import ScoreCalibration
 from skdp.exceptions import (
     CategoryWarning,
     ClippingWarning,

@@ -423,7 +423,7 @@ def test_one_scoring_pass_after_training(monkeypatch):
     """Score calibration, model check and clipped share read the rows once
     after training; the check sees the calibrated model's scores."""
     from skdp._fit import classifier as fit_classifier
-    from skdp._fit.releases import ModelCheck
+    from skdp._fit.checks import ModelCheck
 
     X, y, _ = _table(n=3000)
     X = X.astype(np.float32)
@@ -449,7 +449,7 @@ def test_one_scoring_pass_after_training(monkeypatch):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(-800.0, 800.0), min_size=1, max_size=30), st.randoms())
 def test_binary_gradient_norms_are_those_of_the_softmax(scores, random):
-    from skdp._fit.releases import ClippedShare
+    from skdp._fit.checks import ClippedShare
 
     scores = np.array(scores)
     y = np.array([random.randint(0, 1) for _ in scores])

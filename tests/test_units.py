@@ -26,7 +26,7 @@ from skdp import (
     DPSGDRegressor,
 )
 from skdp._fit.calibration import calibration_counts
-from skdp._fit.releases import ModelCheck
+from skdp._fit.checks import ModelCheck
 from skdp._fit.releases import target_histogram as _target_histogram
 from skdp._fit.state import FitState
 from skdp.exceptions import UnitPrivacyNotAvailableError
@@ -36,6 +36,7 @@ from skdp.models import CrossEntropyHead, make_backend
 from skdp.preprocessing import DPMinMaxScaler, DPOneHotEncoder, DPStandardScaler
 from skdp.model_selection import spent
 from skdp.privacy import (
+    LocalCommunicator,
     UnitSampler,
     bound_units,
     compute_epsilon,
@@ -147,6 +148,52 @@ def test_subset_is_random_and_independent_of_values():
     # each record is kept with probability k / |u| = 0.1
     assert abs(picks.mean() / 200 - 0.1) < 1e-12
     assert picks.min() > 0 and picks.max() < 60
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**62 - 1), st.integers(0, 2**62 - 1), st.integers(0, 200),
+       st.integers(0, 50))
+def test_counter_stream_values_depend_on_the_key_and_index_only(first, second, start, count):
+    from skdp.privacy import counter_uniforms
+
+    key = torch.tensor([first, second])
+    whole = counter_uniforms(key, 0, start + count)
+    part = counter_uniforms(key, start, count)
+    assert np.array_equal(part, whole[start:])
+    assert ((part >= 0) & (part < 1)).all()
+
+
+class _ShardOf(LocalCommunicator):
+    """One rank's view of the rows ``offset .. offset + n_rows - 1``, which
+    must not receive the other rows' keys."""
+
+    def __init__(self, offset):
+        self.offset = offset
+
+    def draw_rows(self, draw, n_rows):
+        raise AssertionError("a seeded fit derives its records' keys; nothing is sent")
+
+
+def test_each_rank_derives_the_keys_of_its_own_records():
+    from skdp.privacy import record_keys, using_communicator
+
+    whole = record_keys(1000, torch.Generator().manual_seed(3))
+    for offset, size in ((0, 400), (400, 350), (750, 250)):
+        with using_communicator(_ShardOf(offset)):
+            mine = record_keys(size, torch.Generator().manual_seed(3))
+        assert np.array_equal(mine, whole[offset:offset + size])
+    # the keys are uniform: a chi-square over 10 bins of 20,000 keys
+    keys = record_keys(20_000, torch.Generator().manual_seed(4))
+    counts = np.bincount((keys * 10).astype(int), minlength=10)
+    assert ((counts - 2000.0) ** 2 / 2000.0).sum() < 27.9  # 0.999 quantile, 9 dof
+
+
+def test_a_secure_generator_draws_every_key():
+    from skdp.privacy import SecureGenerator, record_keys
+
+    keys = record_keys(5000, SecureGenerator())
+    assert keys.shape == (5000,) and len(np.unique(keys)) == 5000
+    assert ((keys > 0) & (keys <= 1)).all()
 
 
 # ---------------------------------------------------------------- sampler

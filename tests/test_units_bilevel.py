@@ -243,8 +243,10 @@ def test_epsilon_from_event_and_report_names_the_unit(Estimator, solver, monkeyp
     if solver == "dp_sgd":  # "auto" batch sizes and rates count units
         assert est.privacy_report_.sampling_rates[0] == pytest.approx(
             est._resolve_batch_size(60) / 60)
-    # the outer sensitivity is over the mean of the training units
-    n_train = 60 - len(np.unique(units[captured.fits[-1].mask]))
+    # the outer sensitivity is over the mean of the training units: their
+    # public expected number under the coin split of validation_fraction
+    assert captured.fits[-1].mask is not None
+    n_train = 60 * (1.0 - est.validation_fraction)
     noise = est.privacy_report_.noise["hypergradient"]
     assert noise.sensitivity == pytest.approx(2 * est._penalty() * est.max_grad_norm / n_train)
 
@@ -359,10 +361,11 @@ def test_routing_off_unit_column(Estimator, column):
         assert np.array_equal(est.predict(frame), est.predict(without))
     else:
         assert np.array_equal(est.predict(frame.to_numpy()), est.predict(without.to_numpy()))
-    # the routed unit_ids take precedence over the column
+    # the routed unit_ids take precedence over the column (30 units: the
+    # coin split leaves at least 2 on each side but for about 1 % of seeds)
     given = Estimator(unit_column=column, **FAST).fit(
-        frame, _target(Estimator, X, y), unit_ids=units % 7)
-    assert given.n_units_ == 7
+        frame, _target(Estimator, X, y), unit_ids=units % 30)
+    assert given.n_units_ == 30
 
 
 def test_clear_errors():

@@ -14,7 +14,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from .._groups import encode_groups, warn_if_misaligned
 from ..privacy import current_communicator
 from .columns import split_fit_only_columns, split_sensitive_columns
-from .releases import ClassCounts, ClippedShare, ModelCheck, ScoreCalibration, is_balanced
+from .checks import ClippedShare, ModelCheck
+from .releases import ClassCounts, ScoreCalibration, is_balanced
 from .rows import linear_scores
 from .template import BaseDPEstimator
 
@@ -248,7 +249,7 @@ class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
     def _judge_model(self, loss_sum, std):
         """Fitted summaries and warnings from the noisy check of the returned
         model (post-processing of ``prediction_counts_``; hook, default
-        :meth:`~skdp._fit.releases.ModelCheck.judge`)."""
+        :meth:`~skdp._fit.checks.ModelCheck.judge`)."""
         ModelCheck().judge(self, self.prediction_counts_, loss_sum, std)
 
     def __sklearn_tags__(self):

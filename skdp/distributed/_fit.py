@@ -63,8 +63,10 @@ def fit_data_parallel(estimator, X, y, *, group=None, **fit_params):
         rank's rows). With ``unit_ids`` the fit protects units (see
         :ref:`units`): every unit's records must be on one rank (a
         ValueError says so otherwise), the ranks share the list of unit ids
-        to number the units as one process would, and the root draws which
-        records each unit keeps and the unit batches.
+        to number the units as one process would, each rank derives the
+        random keys that choose which of its records each unit keeps from a
+        stream keyed by the root (:func:`skdp.privacy.record_keys`), and the
+        root draws the unit batches.
 
     Returns
     -------

@@ -7,7 +7,8 @@ import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._fit.classifier import BaseDPClassifier
-from .._fit.releases import ClassCounts, ClippedShare, ModelCheck, ScoreCalibration
+from .._fit.checks import ClippedShare, ModelCheck
+from .._fit.releases import ClassCounts, ScoreCalibration
 from .._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from .._fit.state import FitState
 from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS

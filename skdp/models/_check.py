@@ -1,7 +1,7 @@
 """The statistics of the private check of a returned classifier.
 
 One implementation for every engine: the estimators' check after training
-(:class:`~skdp._fit.releases.ModelCheck`) and DP-FERMI's silos, which check
+(:class:`~skdp._fit.checks.ModelCheck`) and DP-FERMI's silos, which check
 the model on their own records, compute the same vector.
 """
 

@@ -43,7 +43,15 @@ from ._clipping import (
 from ._communicator import LocalCommunicator, current_communicator, using_communicator
 from ._noise import NoiseStream, gaussian_noise, laplace_noise
 from ._plan import ReleasePlan
-from ._random import SecureGenerator, exponential_, is_secure, normal_, uniform_
+from ._random import (
+    SecureGenerator,
+    counter_uniforms,
+    exponential_,
+    is_secure,
+    normal_,
+    stream_key,
+    uniform_,
+)
 from ._releases import BatchReleases, InitialRelease, NoiseScale, Release
 from ._report import (
     PrivacyReport,
@@ -71,6 +79,7 @@ from ._weights import (
     UnitBounds,
     balanced_class_weights,
     bound_units,
+    record_keys,
     record_weight_factors,
     weigh,
 )
@@ -97,6 +106,8 @@ __all__ = [
     "is_secure",
     "normal_",
     "uniform_",
+    "counter_uniforms",
+    "stream_key",
     "clip_factors",
     "clipped_linear_diff_sum",
     "clipped_linear_sum",
@@ -105,6 +116,7 @@ __all__ = [
     "weighted_clipped_module_sum",
     "balanced_class_weights",
     "bound_units",
+    "record_keys",
     "make_sampler",
     "UnitBounds",
     "UnitSampler",

@@ -21,8 +21,10 @@ The rules a communicator follows, whatever moves the data:
   rows (public, as in any fit), their row counts, the batch indices and the
   lists of class and group labels (public in a single-process fit too);
   with privacy units also the list of unit ids, which units each rank holds
-  (every unit on one rank) and the root's draws of which records each unit
-  keeps.
+  (every unit on one rank) and the key of the stream from which each rank
+  derives the random keys of its own records (which records each unit
+  keeps; with a :class:`~skdp.privacy.SecureGenerator`, the root's draws
+  of every record's key).
 """
 
 from contextlib import contextmanager
@@ -50,6 +52,8 @@ class LocalCommunicator:
     distributed = False
     rank = 0
     world_size = 1
+    #: Index of this rank's first row among the rows of every rank.
+    offset = 0
 
     def total(self, n_rows):
         """The number of training rows over all ranks, given this rank's."""

@@ -208,3 +208,60 @@ def exponential_(tensor, generator):
     else:
         _seeded_fill_(tensor, generator, lambda out: out.exponential_(generator=generator))
     return tensor
+
+
+# ------------------------------------------------- counter-based row streams
+#: Uniforms per counter value of the Philox-4x64 generator.
+_PHILOX_WORDS = 4
+
+
+def stream_key(generator):
+    """A 124-bit key drawn from the seeded ``generator``, for
+    :func:`counter_uniforms` (two int64 draws of 62 bits).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.privacy import stream_key
+    >>> key = stream_key(torch.Generator().manual_seed(0))
+    >>> key.shape, key.dtype
+    (torch.Size([2]), torch.int64)
+    """
+    if is_secure(generator):
+        raise TypeError("stream_key derives seeded streams; a SecureGenerator draws each "
+                        "value from the operating system instead.")
+    return torch.randint(0, 2**62, (2,), dtype=torch.int64, generator=generator,
+                         device=generator.device).cpu()
+
+
+def counter_uniforms(key, start, count):
+    """Uniforms on [0, 1) number ``start`` to ``start + count - 1`` of the
+    stream of ``key`` (a float64 ndarray).
+
+    A counter-based stream (Philox-4x64 of ``numpy.random``, its raw 64-bit
+    words, 53 bits of each): value ``i`` depends on the key and ``i`` only,
+    so a process that holds rows ``start .. start + count - 1`` of a table
+    draws their values without drawing, storing or receiving the others',
+    and the values are those of one draw over the whole table.
+
+    Parameters
+    ----------
+    key : tensor of two int64 (:func:`stream_key`)
+    start, count : int
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from skdp.privacy import counter_uniforms
+    >>> key = torch.tensor([3, 7])
+    >>> whole = counter_uniforms(key, 0, 10)
+    >>> bool(np.array_equal(counter_uniforms(key, 6, 4), whole[6:]))
+    True
+    """
+    first, second = (int(k) for k in key.tolist())
+    bits = np.random.Philox(key=(first << 64) | second)
+    start, count = int(start), int(count)
+    bits.advance(start // _PHILOX_WORDS)
+    skip = start % _PHILOX_WORDS
+    words = bits.random_raw(skip + count)[skip:]
+    return (words >> np.uint64(64 - _MANTISSA_BITS)).astype(np.float64) * 2.0**-_MANTISSA_BITS

@@ -146,6 +146,32 @@ class UnitBounds:
         return f"unit (max_records_per_unit={self.max_records})"
 
 
+def record_keys(n_records, generator):
+    """One uniform key per record (float64), for :func:`bound_units`.
+
+    A seeded ``generator`` gives one key (:func:`~skdp.privacy.stream_key`)
+    of a counter-based stream, and record ``i`` (of all ranks' records in a
+    data-parallel fit) its value ``i`` (:func:`~skdp.privacy.counter_uniforms`):
+    each rank derives the keys of its own records, and they are those of
+    the fit in one process. A :class:`~skdp.privacy.SecureGenerator` draws
+    every key from the operating system (in a data-parallel fit, on the
+    root, which sends each rank all of them).
+    """
+    import torch
+
+    from ._communicator import current_communicator
+    from ._random import counter_uniforms, is_secure, stream_key, uniform_
+
+    comm = current_communicator()
+    if is_secure(generator):
+        return comm.draw_rows(
+            lambda size: uniform_(torch.empty(size, dtype=torch.float64,
+                                              device=generator.device), generator),
+            n_records).cpu().numpy()
+    key = stream_key(generator) if comm.is_root else torch.zeros(2, dtype=torch.int64)
+    return counter_uniforms(comm.share(key), comm.offset, n_records)
+
+
 def bound_units(codes, n_units, max_records, generator):
     """Bound each unit's contribution: keep at most ``max_records`` of its
     records, chosen at random, and give each kept record the factor
@@ -182,19 +208,11 @@ def bound_units(codes, n_units, max_records, generator):
     >>> int(units.kept.sum()), units.factors.tolist()[3], sorted(set(units.factors[:3].tolist()))
     (5, 1.0, [0.0, 0.5])
     """
-    import torch
-
-    from ._communicator import current_communicator
-    from ._random import uniform_
-
     if not (isinstance(max_records, (int, np.integer)) and max_records >= 1):
         raise ValueError(f"max_records must be an integer >= 1, got {max_records!r}.")
     codes = np.asarray(codes, dtype=np.int64)
     n = codes.shape[0]
-    # data-parallel: the root draws the keys of every rank's records
-    keys = current_communicator().draw_rows(
-        lambda size: uniform_(torch.empty(size, dtype=torch.float64, device=generator.device),
-                              generator), n).cpu().numpy()
+    keys = record_keys(n, generator)
     order = np.lexsort((keys, codes))  # by unit, then by key
     sizes = np.bincount(codes, minlength=int(n_units))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])

@@ -12,7 +12,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..._fit.classifier import BaseDPClassifier
 from ..._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_options
 from ..._fit.columns import split_sensitive_columns
-from ..._fit.releases import ModelCheck, is_balanced
+from ..._fit.checks import ModelCheck
+from ..._fit.releases import is_balanced
 from ..._fit.state import FitState
 from ..._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..._groups import _is_dataframe, encode_groups, select_columns
