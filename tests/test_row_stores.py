@@ -132,7 +132,8 @@ def test_a_store_fit_is_the_in_memory_fit(name, dtype):
 
 
 def test_a_store_is_never_read_whole(monkeypatch):
-    monkeypatch.setattr(rows_module, "SCORE_BLOCK", 256)  # validation, range check, scoring
+    monkeypatch.setattr(rows_module, "SCORE_BLOCK", 256)  # validation, range check
+    monkeypatch.setattr(rows_module, "PRODUCT_BLOCK", 256)  # scoring
     monkeypatch.setattr(backends, "_NORM_BLOCK", 256)  # the rows' squared norms
     X, y, _ = _table(n=3000, dtype=np.float32)
     store = RowStore(X)

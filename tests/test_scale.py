@@ -407,10 +407,10 @@ def test_memmap_fit_on_cuda(memmap_table):
 def test_scores_and_row_norms_share_one_pass_with_the_same_values():
     """The model check's pass also gives the clipped share its row norms:
     the same float64 blocks, so the same values as a separate pass."""
-    from skdp._fit.rows import SCORE_BLOCK, linear_scores, row_sq_norms
+    from skdp._fit.rows import PRODUCT_BLOCK, linear_scores, row_sq_norms
 
     rng = np.random.default_rng(0)
-    for n in (100, SCORE_BLOCK + 1000):
+    for n in (100, PRODUCT_BLOCK + 1000):
         X = rng.normal(size=(n, 7)).astype(np.float32)
         coef, intercept = rng.normal(size=(7, 2)), rng.normal(size=2)
         norms = np.empty(n)

@@ -15,19 +15,23 @@ from sklearn.utils.validation import _check_y, check_consistent_length, validate
 
 from ..models import is_row_store, training_rows
 
-__all__ = ["PREDICT_BLOCK", "SCORE_BLOCK", "check_representable", "is_file_backed",
+__all__ = ["PREDICT_BLOCK", "PRODUCT_BLOCK", "SCORE_BLOCK", "check_representable", "is_file_backed",
            "linear_scores", "module_outputs", "row_blocks", "row_sq_norms", "to_training_rows",
            "validated_X_y", "validated_store"]
 
 
 #: Rows per forward pass of a torch module at prediction time.
 PREDICT_BLOCK = 4096
-#: Rows per block of a linear model's float64 scores of a float32 ``X`` (and
-#: of the checks that read a table a block at a time). A float64 block of
-#: 16,384 rows of 100 features (13 MB) stays in the CPU's caches between its
-#: conversion and its product, where one of 65,536 rows did not: a scoring
-#: pass over 2M x 100 float32 rows took 0.39 s instead of 0.88 s.
-SCORE_BLOCK = 16384
+#: Rows per block when a table is read a block at a time (a row store's
+#: validation, the range check, the statistics of the releases after
+#: training).
+SCORE_BLOCK = 65536
+#: Rows per block of a linear model's float64 scores (and rows' norms) of a
+#: float32 ``X``: a float64 block of 16,384 rows of 100 features (13 MB)
+#: stays in the CPU's caches between its conversion and its product, where
+#: one of 65,536 rows did not (a pass over 2M x 100 float32 rows: 0.39 s
+#: instead of 0.88 s).
+PRODUCT_BLOCK = 16384
 
 
 def is_file_backed(array):
@@ -70,7 +74,7 @@ def row_blocks(n_rows):
 def linear_scores(X, coef, intercept, row_norms=None):
     """``X @ coef + intercept`` in float64.
 
-    A float32 ``X`` is converted one block of :data:`SCORE_BLOCK` rows at a
+    A float32 ``X`` is converted one block of :data:`PRODUCT_BLOCK` rows at a
     time, never whole: the scores of a large table (e.g. the model check
     after training) then cost one float64 block of memory, not a float64
     copy of the data. A row store (:func:`~skdp.models.is_row_store`) is
@@ -83,13 +87,13 @@ def linear_scores(X, coef, intercept, row_norms=None):
     pass and one conversion for both, the same values as a separate call.
     """
     in_memory = isinstance(X, np.ndarray)  # not a row store, read a block at a time
-    if in_memory and (X.dtype == np.float64 or X.shape[0] <= SCORE_BLOCK):
+    if in_memory and (X.dtype == np.float64 or X.shape[0] <= PRODUCT_BLOCK):
         if row_norms is not None:
             row_norms[:] = row_sq_norms(X)
         return X @ coef + intercept
     out = np.empty((X.shape[0],) + np.shape(coef)[1:], dtype=np.float64)
-    for start in range(0, X.shape[0], SCORE_BLOCK):
-        stop = start + SCORE_BLOCK
+    for start in range(0, X.shape[0], PRODUCT_BLOCK):
+        stop = start + PRODUCT_BLOCK
         block = np.asarray(X[start:stop], dtype=np.float64)
         out[start:stop] = block @ coef + intercept
         if row_norms is not None:
@@ -99,11 +103,11 @@ def linear_scores(X, coef, intercept, row_norms=None):
 
 def row_sq_norms(X):
     """Squared l2 norm of each row of ``X`` in float64, a block of
-    :data:`SCORE_BLOCK` rows at a time (as :func:`linear_scores`)."""
+    :data:`PRODUCT_BLOCK` rows at a time (as :func:`linear_scores`)."""
     out = np.empty(X.shape[0], dtype=np.float64)
-    for start in range(0, X.shape[0], SCORE_BLOCK):
-        block = np.asarray(X[start:start + SCORE_BLOCK], dtype=np.float64)
-        out[start:start + SCORE_BLOCK] = np.einsum("ij,ij->i", block, block)
+    for start in range(0, X.shape[0], PRODUCT_BLOCK):
+        block = np.asarray(X[start:start + PRODUCT_BLOCK], dtype=np.float64)
+        out[start:start + PRODUCT_BLOCK] = np.einsum("ij,ij->i", block, block)
     return out
 
 
