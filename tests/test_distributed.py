@@ -73,6 +73,21 @@ def _refused(estimator, X, y, fit_params=None):
     return None
 
 
+def _unit_numbering(ids):
+    """Every rank's unit codes among all ids (in rank order), the number of
+    units, and whether the ranks had to share their lists of ids."""
+    from skdp._fit.units import unit_codes
+    from skdp.privacy import using_communicator
+
+    comm = TorchCommunicator(len(ids))
+    shared = []
+    union = comm.union
+    comm.union = lambda labels: shared.append(True) or union(labels)
+    with using_communicator(comm):
+        codes, n_units = unit_codes(ids, len(ids))
+    return np.concatenate(comm.gather_objects(codes)), n_units, bool(shared)
+
+
 def _rank_jobs(jobs):
     """Run the jobs of one rank in order; rank 0 returns their results."""
     results = [globals()[name](*args) for name, args in jobs]
@@ -149,10 +164,16 @@ def _persons(n_rows, records=4):
     return np.array([f"person-{u}" for u in names])[np.arange(n_rows) // records]
 
 
-def _with_units(data):
+def _sorted_persons(n_rows, records=4):
+    """String unit ids of ``records`` contiguous rows each, in increasing
+    order (rows sorted by unit id, so each rank holds a range of ids)."""
+    return np.array([f"person-{u:05d}" for u in np.arange(n_rows) // records])
+
+
+def _with_units(data, persons=_persons):
     """``data`` (X, y and optionally groups) with unit ids as fit arguments."""
     X, y, *groups = data()
-    params = {"unit_ids": _persons(len(y))}
+    params = {"unit_ids": persons(len(y))}
     if groups:
         params["sensitive_features"] = groups[0]
     return X, y, params
@@ -182,6 +203,18 @@ CASES = {
                                  lambda: _with_units(lambda: _fair()[:2])),
     "units, regressor": (_regressor, lambda: _with_units(_regression)),
     "units, fermi": (_fermi, lambda: _with_units(_fair)),
+    "units, sorted ids": (lambda: _classifier(max_records_per_unit=3),
+                          lambda: _with_units(_classification, _sorted_persons)),
+    "units, fermi, sorted ids": (_fermi, lambda: _with_units(_fair, _sorted_persons)),
+}
+
+#: Unit ids of each numbering case, whole: cut in halves, the first two give
+#: each rank a range of ids (the second with the larger ids on rank 0), the
+#: last interleaves them.
+NUMBERINGS = {
+    "ranges": _sorted_persons(2000),
+    "ranges, reversed": _sorted_persons(2000)[::-1].copy(),
+    "interleaved": _persons(2000),
 }
 
 
@@ -215,13 +248,18 @@ def parallel():
         jobs[rank].append(("_models_of_every_rank", (secure, X_r, y_r)))
     jobs[0].append(("_refused", (_classifier(), X[:2000], y[:2000])))
     jobs[1].append(("_refused", (_classifier(), X[2000:, :5], y[2000:])))
+    for ids in NUMBERINGS.values():
+        for rank, (ids_r,) in enumerate(_halves(ids)):
+            jobs[rank].append(("_unit_numbering", (ids_r,)))
     spread = np.arange(len(y)) // 3  # unit 666 has rows 1998-2000, on both ranks
     for rank, (X_r, y_r, units) in enumerate(_halves(X, y, spread)):
         jobs[rank].append(("_refused", (_classifier(), X_r, y_r, {"unit_ids": units})))
     results = run_ranks(_rank_jobs, [(j,) for j in jobs], timeout=120)
-    batches, *fits, secure, refused, spread_refused = results
+    batches, *fits, secure, refused = results[:len(CASES) + 3]
+    numberings = results[len(CASES) + 3:-1]
     return {"batches": batches, "fits": dict(zip(CASES, fits)), "secure": secure,
-            "refused": refused, "spread_refused": spread_refused}
+            "refused": refused, "numberings": dict(zip(NUMBERINGS, numberings)),
+            "spread_refused": results[-1]}
 
 
 # ------------------------------------------------------------ tests
@@ -385,6 +423,26 @@ def test_units_are_the_single_process_units(parallel, single_fits):
         assert dist_fit.n_units_ == single.n_units_ == n_units
         assert dist_fit.privacy_report_.summary() == single.privacy_report_.summary()
         assert "unit" in dist_fit.privacy_report_.summary()
+
+
+@pytest.mark.parametrize("name", list(NUMBERINGS))
+def test_units_are_numbered_as_in_one_process(name, parallel):
+    """Ranks holding ranges of ids number their units from the ranges'
+    ends and counts alone; interleaved ids are shared. Either way the codes
+    are those of one process holding every row."""
+    from skdp._fit.units import unit_codes
+
+    expected, n_expected = unit_codes(NUMBERINGS[name], len(NUMBERINGS[name]))
+    codes, n_units, shared = parallel["numberings"][name]
+    assert n_units == n_expected == 500
+    np.testing.assert_array_equal(codes, expected)
+    assert shared == (name == "interleaved")
+
+
+def test_sorted_ids_fit_the_single_process_units(parallel, single_fits):
+    for name in ("units, sorted ids", "units, fermi, sorted ids"):
+        single, dist_fit, _, _ = _single_and_parallel(name, parallel, single_fits)
+        assert dist_fit.n_units_ == single.n_units_ == 1000
 
 
 def test_a_unit_on_two_ranks_is_refused(parallel):

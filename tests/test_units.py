@@ -224,6 +224,35 @@ def test_unit_sampler_keeps_units_together_and_samples_at_rate_q():
     assert abs(inclusions.sum() / steps - q * n_units) < 2.0
 
 
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(1, 12), min_size=3, max_size=40), data=st.data())
+def test_a_shard_of_unit_ranges_bounds_and_expands_its_own_units(sizes, data):
+    """Rows sorted by unit and cut at unit boundaries: each shard's bounds
+    and record batches (from the global unit draws) are the slices of the
+    whole, with arrays as long as the shard's own units."""
+    from skdp.privacy import using_communicator
+
+    n_units = len(sizes)
+    codes = np.repeat(np.arange(n_units), sizes)
+    whole = bound_units(codes, n_units, 3, torch.Generator().manual_seed(7))
+    whole_sampler = UnitSampler(whole, 0.3, torch.Generator().manual_seed(8))
+    drawn, counts = whole_sampler.units._flat_chunk(20)
+    batches = whole_sampler.expand(drawn, counts)
+    cut = data.draw(st.integers(1, n_units - 1))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    for lo, hi in ((0, cut), (cut, n_units)):
+        rows = slice(starts[lo], starts[hi])
+        with using_communicator(_ShardOf(int(starts[lo]))):
+            mine = bound_units(codes[rows], n_units, 3, torch.Generator().manual_seed(7))
+        np.testing.assert_array_equal(mine.kept, whole.kept[rows])
+        np.testing.assert_array_equal(mine.factors, whole.factors[rows])
+        sampler = UnitSampler(mine, 0.3, torch.Generator().manual_seed(8))
+        assert sampler.sizes.numel() == hi - lo
+        for local, full in zip(sampler.expand(drawn, counts), batches):
+            inside = full[(full >= starts[lo]) & (full < starts[hi])]
+            np.testing.assert_array_equal(local.numpy() + starts[lo], inside.numpy())
+
+
 def test_make_sampler_factory():
     g = torch.Generator().manual_seed(0)
     sampler, expected = make_sampler(100, 0.2, g)

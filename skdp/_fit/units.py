@@ -38,11 +38,55 @@ def unit_codes(unit_ids, n_samples):
     codes, units = encode_groups(values, n_samples, name="unit_ids")
     comm = current_communicator()
     if comm.distributed:  # data-parallel: codes among the ids of every rank
-        labels = comm.union(units)
-        codes = np.searchsorted(labels, units)[codes]
-        check_units_on_one_rank(codes, len(labels), comm)
-        return codes, len(labels)
+        return _global_unit_codes(codes, units, comm)
     return codes, len(units)
+
+
+def _global_unit_codes(codes, units, comm):
+    """``(codes, n_units)`` of a rank's units numbered among the units of
+    every rank, as one process holding all the rows would number them.
+
+    When the ranks' ids lie in disjoint ranges (rows sorted by unit id
+    before they were cut into shards, as :func:`~skdp.distributed.launch`
+    cuts them), the global numbering is each rank's own, shifted by the
+    number of units of the ranks whose ids come first: the ranks exchange
+    their first and last ids and their counts only, and no unit can be on
+    two ranks. Otherwise every rank receives the sorted ids of all ranks
+    and the ranks check that no unit is on two of them.
+    """
+    spans = comm.gather_objects((units[0], units[-1], len(units)) if len(units) else None)
+    offsets = _ordered_span_offsets(spans)
+    if offsets is not None:
+        return codes + offsets[comm.rank], sum(span[2] for span in spans if span)
+    labels = comm.union(units)
+    codes = np.searchsorted(labels, units)[codes]
+    check_units_on_one_rank(codes, len(labels), comm)
+    return codes, len(labels)
+
+
+def _ordered_span_offsets(spans):
+    """The number of units before each rank's when the ranks' sorted ids
+    (``(first, last, count)`` per rank, None for a rank without rows) lie
+    in disjoint ranges, else None (overlapping ranges, or ids that do not
+    compare).
+
+    >>> from skdp._fit.units import _ordered_span_offsets
+    >>> _ordered_span_offsets([(5, 9, 3), (0, 4, 2), (10, 11, 2)])
+    [2, 0, 5]
+    >>> _ordered_span_offsets([(0, 5, 3), (4, 9, 2)]) is None
+    True
+    """
+    ranks = [r for r, span in enumerate(spans) if span is not None]
+    try:
+        ranks.sort(key=lambda r: spans[r][0])
+        if not all(spans[a][1] < spans[b][0] for a, b in zip(ranks, ranks[1:])):
+            return None
+    except TypeError:
+        return None
+    offsets, before = [0] * len(spans), 0
+    for r in ranks:
+        offsets[r], before = before, before + spans[r][2]
+    return offsets
 
 
 def check_units_on_one_rank(codes, n_units, comm):

@@ -62,8 +62,10 @@ def fit_data_parallel(estimator, X, y, *, group=None, **fit_params):
         ``sample_weight``, ``sensitive_features`` and ``unit_ids`` for this
         rank's rows). With ``unit_ids`` the fit protects units (see
         :ref:`units`): every unit's records must be on one rank (a
-        ValueError says so otherwise), the ranks share the list of unit ids
-        to number the units as one process would, each rank derives the
+        ValueError says so otherwise), the units are numbered as one
+        process would number them (ranks holding ranges of the ids, e.g.
+        rows sorted by unit id, exchange only the ends of their ranges and
+        their counts; interleaved ids are shared), each rank derives the
         random keys that choose which of its records each unit keeps from a
         stream keyed by the root (:func:`skdp.privacy.record_keys`), and the
         root draws the unit batches.

@@ -204,9 +204,15 @@ class UnitSampler:
         self.sampling_rate = float(sampling_rate)
         device = generator.device
         kept = np.flatnonzero(units.kept)
+        codes = units.codes[kept]
+        # the layout covers the units from the smallest code held here to
+        # the largest (all units in one process; a rank's range of them in a
+        # data-parallel fit, see expand)
+        self.first_unit = int(codes.min()) if codes.size else 0
+        codes = codes - self.first_unit
         # kept records grouped by unit (stable: record order within a unit)
-        records = kept[np.argsort(units.codes[kept], kind="stable")]
-        sizes = np.bincount(units.codes[kept], minlength=units.n_units)
+        records = kept[np.argsort(codes, kind="stable")]
+        sizes = np.bincount(codes)
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         self.records = torch.as_tensor(records, dtype=torch.int64, device=device)
         self.sizes = torch.as_tensor(sizes, dtype=torch.int64, device=device)
@@ -229,6 +235,8 @@ class UnitSampler:
         """The record batches of unit batches: ``units`` (int64, the sorted
         units of every step, concatenated) and the number of units of each
         step (a list); a unit without kept records here adds none."""
+        if self.first_unit or self.sizes.numel() < self.n_units:
+            units, unit_counts = self._held(units - self.first_unit, unit_counts)
         lengths = self.sizes.index_select(0, units)
         ends = lengths.cumsum(0)
         # records per step: the sums of the lengths of each step's units
@@ -242,6 +250,17 @@ class UnitSampler:
         shift = torch.repeat_interleave(starts - (ends - lengths), lengths, output_size=total)
         positions = torch.arange(total, device=units.device) + shift
         return self.records.index_select(0, positions).split(per_step)
+
+    def _held(self, units, unit_counts):
+        """``units`` (shifted to the layout) and their counts per step, less
+        the units outside the layout's range."""
+        held = (units >= 0) & (units < self.sizes.numel())
+        steps = torch.repeat_interleave(
+            torch.arange(len(unit_counts), device=units.device),
+            torch.as_tensor(unit_counts, dtype=torch.int64, device=units.device),
+            output_size=units.numel())
+        counts = torch.bincount(steps[held], minlength=len(unit_counts)).tolist()
+        return units[held], counts
 
 
 def make_sampler(n_samples, sampling_rate, generator, units=None):

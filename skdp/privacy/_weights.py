@@ -213,12 +213,15 @@ def bound_units(codes, n_units, max_records, generator):
     codes = np.asarray(codes, dtype=np.int64)
     n = codes.shape[0]
     keys = record_keys(n, generator)
-    order = np.lexsort((keys, codes))  # by unit, then by key
-    sizes = np.bincount(codes, minlength=int(n_units))
+    # units counted from the smallest code held here: in a data-parallel fit
+    # a rank holds a range of the codes, and its arrays stay that long
+    local = codes - (codes.min() if n else 0)
+    order = np.lexsort((keys, local))  # by unit, then by key
+    sizes = np.bincount(local)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n) - starts[codes[order]]
+    rank[order] = np.arange(n) - starts[local[order]]
     kept = rank < max_records
-    factors = np.where(kept, 1.0 / np.minimum(sizes, max_records)[codes], 0.0)
+    factors = np.where(kept, 1.0 / np.minimum(sizes, max_records)[local], 0.0)
     return UnitBounds(codes=codes, n_units=int(n_units), max_records=int(max_records),
                       kept=kept, factors=factors)
