@@ -56,7 +56,7 @@ def _release_free_memory():
 
 
 #: Rows per block when a linear backend computes its rows' squared norms.
-_NORM_BLOCK = 16384
+_NORM_BLOCK = 2048
 
 
 class _RecordWeights:
