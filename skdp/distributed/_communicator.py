@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..privacy import Batches, LocalCommunicator, UnitSampler
+from ..privacy import Batches, LocalCommunicator, UnitSampler, batches_in_range
 
 #: The rank that draws the fit's randomness.
 ROOT = 0
@@ -204,14 +204,10 @@ class ShardSampler:
             flat = torch.zeros(total, dtype=index_dtype, device=comm.device)
         if total:
             dist.broadcast(flat, ROOT, group=comm.group)
-        device = self.sampler.generator.device
-        flat = flat.to(device=device, dtype=torch.int64)
-        start, stop = comm.offset, comm.offset + comm.n_rows
-        mine = (flat >= start) & (flat < stop)
-        steps = torch.repeat_interleave(torch.arange(n_steps, device=device), counts.to(device),
-                                        output_size=total)
-        local_counts = torch.bincount(steps[mine], minlength=n_steps).tolist()
-        return (flat[mine] - start).split(local_counts)
+        flat = flat.to(device=self.sampler.generator.device, dtype=torch.int64)
+        local, local_counts = batches_in_range(flat, counts, comm.offset,
+                                               comm.offset + comm.n_rows)
+        return local.split(local_counts)
 
 
 class ShardUnitSampler:

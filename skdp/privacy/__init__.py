@@ -63,6 +63,7 @@ from ._sampling import (
     Batches,
     PoissonSampler,
     UnitSampler,
+    batches_in_range,
     bernoulli_split,
     make_sampler,
 )
@@ -118,6 +119,7 @@ __all__ = [
     "bound_units",
     "record_keys",
     "make_sampler",
+    "batches_in_range",
     "UnitBounds",
     "UnitSampler",
     "record_weight_factors",

@@ -236,7 +236,8 @@ class UnitSampler:
         units of every step, concatenated) and the number of units of each
         step (a list); a unit without kept records here adds none."""
         if self.first_unit or self.sizes.numel() < self.n_units:
-            units, unit_counts = self._held(units - self.first_unit, unit_counts)
+            units, unit_counts = batches_in_range(
+                units, unit_counts, self.first_unit, self.first_unit + self.sizes.numel())
         lengths = self.sizes.index_select(0, units)
         ends = lengths.cumsum(0)
         # records per step: the sums of the lengths of each step's units
@@ -251,16 +252,33 @@ class UnitSampler:
         positions = torch.arange(total, device=units.device) + shift
         return self.records.index_select(0, positions).split(per_step)
 
-    def _held(self, units, unit_counts):
-        """``units`` (shifted to the layout) and their counts per step, less
-        the units outside the layout's range."""
-        held = (units >= 0) & (units < self.sizes.numel())
-        steps = torch.repeat_interleave(
-            torch.arange(len(unit_counts), device=units.device),
-            torch.as_tensor(unit_counts, dtype=torch.int64, device=units.device),
-            output_size=units.numel())
-        counts = torch.bincount(steps[held], minlength=len(unit_counts)).tolist()
-        return units[held], counts
+
+def batches_in_range(flat, counts, start, stop):
+    """The entries of concatenated batches that lie in ``[start, stop)``,
+    shifted by ``-start``, and how many each batch keeps.
+
+    ``flat`` holds the batches one after the other, ``counts`` (a list or a
+    tensor) their lengths. Used where one part of the rows or units is
+    held: a rank's rows in a data-parallel fit, a rank's range of units.
+
+    Returns
+    -------
+    kept : torch.Tensor
+    kept_counts : list of int
+
+    >>> import torch
+    >>> from skdp.privacy import batches_in_range
+    >>> kept, counts = batches_in_range(torch.tensor([0, 4, 5, 2, 6]), [3, 2], 2, 6)
+    >>> kept.tolist(), counts
+    ([2, 3, 0], [2, 1])
+    """
+    device = flat.device
+    counts = torch.as_tensor(counts, dtype=torch.int64, device=device)
+    mine = (flat >= start) & (flat < stop)
+    steps = torch.repeat_interleave(torch.arange(counts.numel(), device=device), counts,
+                                    output_size=flat.numel())
+    kept_counts = torch.bincount(steps[mine], minlength=counts.numel()).tolist()
+    return flat[mine] - start, kept_counts
 
 
 def make_sampler(n_samples, sampling_rate, generator, units=None):
