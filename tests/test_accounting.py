@@ -16,6 +16,8 @@ from skdp.privacy import (
     poisson_gaussian_event,
     poisson_gaussian_step,
 )
+from skdp.privacy import _accounting
+from skdp.privacy._pld_search import dpsgd_epsilon_estimate
 
 
 def _direct(event, delta, kind="pld"):
@@ -140,3 +142,65 @@ def test_compute_epsilon_of_composed_event():
     a, b = poisson_gaussian_event(2.0, 0.01, 50), poisson_gaussian_event(3.0, 0.02, 80)
     composed = dpa.ComposedDpEvent([a, b])
     assert compute_epsilon(composed, 1e-5) == _direct(composed, 1e-5)
+
+
+# ---------------------------------------------------------------- the search aid
+@settings(max_examples=20, deadline=None)
+@given(
+    sigma=st.floats(0.5, 10.0),
+    q=st.one_of(st.floats(1e-4, 0.5), st.just(1.0)),
+    steps=st.integers(1, 2000),
+    delta=st.floats(1e-8, 1e-3),
+    initial=st.one_of(st.none(), st.floats(0.5, 30.0)),
+)
+def test_search_estimate_agrees_with_the_accountant(sigma, q, steps, delta, initial):
+    event = poisson_gaussian_event(sigma, q, steps)
+    if initial is not None:
+        event = dpa.ComposedDpEvent([dpa.GaussianDpEvent(noise_multiplier=initial), event])
+    expected = _direct(event, delta)
+    estimate = dpsgd_epsilon_estimate(sigma, q, steps, delta, PLD_DISCRETIZATION,
+                                      initial_multiplier=initial)
+    # equal up to FFT rounding, which shows in the tails at small delta
+    assert estimate == pytest.approx(expected, rel=1e-6, abs=1e-10)
+
+
+@pytest.mark.parametrize("q, steps", [(0.03, 320), (1.28e-4, 7812), (1e-3, 100_000)])
+def test_calibration_certifies_with_one_accountant_evaluation(q, steps):
+    _accounting._calibrate_noise_cached.cache_clear()
+    _accounting._epsilon_cached.cache_clear()
+    sigma = calibrate_noise_multiplier(1.0, 1e-5, q, steps)
+    assert _accounting._epsilon_cached.cache_info().misses == 1
+    assert 0.994 <= _direct(poisson_gaussian_event(sigma, q, steps), 1e-5) <= 1.0
+
+
+@pytest.mark.parametrize("bias", [-0.05, 0.05])
+def test_calibration_falls_back_to_the_accountant_when_the_estimate_misses(monkeypatch, bias):
+    # a search aid that is off by 5 % must cost evaluations, never the budget
+    exact = _accounting._log_eps_estimate
+
+    def biased(*args):
+        log_eps = exact(*args)
+        return lambda x: log_eps(x) + bias
+
+    monkeypatch.setattr(_accounting, "_log_eps_estimate", biased)
+    _accounting._calibrate_noise_cached.cache_clear()
+    _accounting._epsilon_cached.cache_clear()
+    sigma = calibrate_noise_multiplier(1.0, 1e-5, 0.03, 320)
+    _accounting._calibrate_noise_cached.cache_clear()
+    assert _accounting._epsilon_cached.cache_info().misses > 1
+    assert 0.994 <= _direct(poisson_gaussian_event(sigma, 0.03, 320), 1e-5) <= 1.0
+
+
+@pytest.mark.parametrize("sigma, q, eps, cap", [(4.0, 0.032, 1.0, 5000), (0.8, 1e-3, 2.0, 20_000),
+                                               (2.0, 0.1, 0.5, 1000)])
+def test_calibrate_steps_with_the_estimate_equals_the_accountant_search(monkeypatch, sigma, q,
+                                                                        eps, cap):
+    step = poisson_gaussian_step(sigma, q)
+    _accounting._max_steps_cached.cache_clear()
+    _accounting._epsilon_cached.cache_clear()
+    steps = calibrate_steps(step, eps, 1e-5, max_steps=cap)
+    assert _accounting._epsilon_cached.cache_info().misses <= 2  # the answer and one more
+    monkeypatch.setattr(_accounting, "_log_eps_estimate", lambda *args: None)
+    _accounting._max_steps_cached.cache_clear()
+    assert calibrate_steps(step, eps, 1e-5, max_steps=cap) == steps
+    _accounting._max_steps_cached.cache_clear()

@@ -1,0 +1,211 @@
+"""Whole-array evaluation of the PLD accountant's epsilon for DP-SGD (a search aid).
+
+Calibrating a noise multiplier is a root search on the accountant's epsilon.
+One evaluation by dp-accounting's ``PLDAccountant`` spends most of its time in
+Python loops: the connect-the-dots PLD of one Poisson-subsampled Gaussian step
+is built from the hockey-stick divergence at every point of its loss grid
+(about 6,000 points per neighbouring direction at skdp's discretization), one
+scalar call per point, and the tail bound of the T-fold composition takes 40
+separate log-sum-exp passes. This module runs the same construction -- the
+same grid, the same divergences, the same connect-the-dots masses, the same
+Chernoff truncation, FFT self-convolution and epsilon scan -- on whole numpy
+arrays, about ten times faster.
+
+Its numbers only steer the search. They agree with the accountant's to
+rounding, but :func:`~skdp.privacy.calibrate_noise_multiplier` certifies the
+multiplier it returns with a real dp-accounting evaluation, and that is the
+epsilon every report carries.
+"""
+
+import math
+
+import numpy as np
+from dp_accounting.pld import privacy_loss_mechanism as plm
+from scipy import fft, signal
+
+# dp-accounting's defaults for a Gaussian PLD and its self-composition
+_LOG_MASS_TRUNCATION = -50.0
+_TAIL_MASS_TRUNCATION = 1e-15
+
+
+def _log_a_exp_b_plus_c(a, b, c):
+    """log(a * exp(b) + c) for a > 0 > c, elementwise over ``b``."""
+    d = b + np.log(a)
+    out = d + np.log1p(-np.exp(np.log(-c) - d))
+    return np.where(b == 0, np.log(a + c), out)
+
+
+def _hockey_stick(loss, epsilons, sigma, q, adjacency):
+    """Hockey-stick divergence of one (subsampled) Gaussian step at ``epsilons``.
+
+    The privacy loss is non-increasing in x, so the divergence at eps is
+    mu_upper_cdf(x) - e^eps mu_lower_cdf(x) at the largest x whose loss is
+    at least eps.
+    """
+    deltas = np.zeros_like(epsilons)
+    if q == 1.0:
+        inside = np.ones_like(epsilons, dtype=bool)
+        unsubsampled = epsilons
+    elif adjacency == plm.AdjacencyType.ADD:
+        inside = epsilons < -math.log1p(-q)
+        unsubsampled = -_log_a_exp_b_plus_c(1 / q, -epsilons[inside], 1 - 1 / q)
+        at_edge = np.isclose(epsilons[inside], -math.log(1 - q), rtol=1e-9, atol=0.0)
+        unsubsampled = np.where(at_edge, np.inf, unsubsampled)
+    else:
+        inside = epsilons > math.log1p(-q)
+        deltas[~inside] = -np.expm1(epsilons[~inside])
+        at_edge = np.isclose(epsilons[inside], math.log(1 - q), rtol=1e-9, atol=0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unsubsampled = _log_a_exp_b_plus_c(1 / q, epsilons[inside], 1 - 1 / q)
+        unsubsampled = np.where(at_edge, -np.inf, unsubsampled)
+    # inverse of the unsubsampled loss s (-s/2 - x) / sigma^2 (s = 1); ADD
+    # shifts it by the sensitivity
+    cutoffs = -0.5 - unsubsampled * sigma**2
+    if adjacency == plm.AdjacencyType.ADD:
+        cutoffs = cutoffs + 1.0
+    eps_in = epsilons[inside]
+    deltas[inside] = loss.mu_upper_cdf(cutoffs) - np.exp(eps_in + loss.mu_lower_log_cdf(cutoffs))
+    return np.clip(deltas, 0.0, 1.0)
+
+
+def _step_pmf(sigma, q, adjacency, discretization):
+    """Connect-the-dots PLD of one step: (lowest loss index, masses, mass at +inf)."""
+    loss = plm.GaussianPrivacyLoss(
+        sigma, sensitivity=1, pessimistic_estimate=True,
+        log_mass_truncation_bound=_LOG_MASS_TRUNCATION, sampling_prob=q,
+        adjacency_type=adjacency,
+    )
+    bounds = loss.connect_dots_bounds()
+    lower = math.floor(bounds.epsilon_lower / discretization)
+    upper = math.ceil(bounds.epsilon_upper / discretization)
+    deltas = _hockey_stick(loss, np.arange(lower, upper + 1) * discretization, sigma, q, adjacency)
+    if lower == upper:
+        return lower, np.array([1.0 - deltas[0]]), float(deltas[0])
+    deltas = np.minimum.accumulate(deltas)
+    diffs = np.diff(deltas)
+    probs = np.empty_like(deltas)
+    probs[0] = 1 - deltas[0] + diffs[0] / math.expm1(discretization)
+    probs[1:-1] = (diffs[1:] - diffs[:-1] * math.exp(discretization)) / math.expm1(discretization)
+    probs[-1] = diffs[-1] / math.expm1(-discretization)
+    return lower, np.maximum(0.0, probs), float(deltas[-1])
+
+
+def _power(values, exponent):
+    """``values ** exponent`` (integer exponent >= 1) by repeated squaring:
+    a few complex products instead of a complex log and exp per entry."""
+    result, base = None, values
+    while True:
+        if exponent & 1:
+            result = base if result is None else result * base
+        exponent >>= 1
+        if not exponent:
+            return result
+        base = base * base
+
+
+def _self_compose(pmf, count):
+    """``count``-fold composition, truncating tails of at most 1e-15 by a
+    Chernoff bound on 40 orders of the moment generating function."""
+    lower, probs, infinity = pmf
+    size = len(probs)
+    upper_bound, lower_bound = (size - 1) * count, 0
+    orders = np.concatenate((np.arange(-20, 0), np.arange(1, 21))) / size
+    # moment generating function at orders +-k / size (k = 1..20): the terms
+    # are probs * exp(index / size)^(+-k), at most e^20, so no log-sum-exp
+    # shift is needed and the powers come by repeated multiplication
+    growth = np.exp(np.arange(size) / size)
+    mgfs = np.empty(len(orders))
+    for sign, ratio in ((1, growth), (-1, 1 / growth)):
+        terms = probs
+        for k in range(1, 21):
+            terms = terms * ratio
+            mgfs[20 + k - 1 if sign > 0 else 20 - k] = terms.sum()
+    with np.errstate(divide="ignore"):
+        bounds = (count * np.log(mgfs) + math.log(2 / _TAIL_MASS_TRUNCATION)) / orders
+    for order, bound in zip(orders, bounds):
+        if not math.isfinite(bound):
+            continue
+        if order > 0:
+            upper_bound = min(upper_bound, math.ceil(bound))
+        else:
+            lower_bound = max(lower_bound, math.floor(bound))
+    length = upper_bound - lower_bound + 1
+    fast = fft.next_fast_len(max(length, size))
+    wrapped = fft.irfft(_power(fft.rfft(probs, fast), count), fast)
+    out = np.roll(wrapped, -lower_bound)[:length]
+    infinity = _TAIL_MASS_TRUNCATION - math.expm1(count * math.log1p(-infinity))
+    return lower * count + lower_bound, out, infinity
+
+
+def _compose(first, second):
+    lower1, probs1, inf1 = first
+    lower2, probs2, inf2 = second
+    probs = signal.fftconvolve(probs1, probs2)
+    return lower1 + lower2, probs, inf1 + inf2 - inf1 * inf2
+
+
+def _epsilon(pmf, delta, discretization):
+    """Smallest epsilon whose hockey-stick divergence is at most ``delta``,
+    scanning losses from the top as dp-accounting does."""
+    lower, probs, infinity = pmf
+    if infinity > delta:
+        return math.inf
+    probs = probs[::-1]
+    upper_loss = (lower + len(probs) - 1) * discretization
+    steps = np.full(len(probs), -discretization)
+    steps[0] = upper_loss
+    losses = np.add.accumulate(steps)
+    upper_after = np.add.accumulate(np.concatenate(([infinity], probs)))
+    lower_after = np.add.accumulate(np.concatenate(([0.0], np.exp(-losses) * probs)))
+    upper_before, lower_before = upper_after[:-1], lower_after[:-1]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        stop = (upper_before > delta) & (lower_before > 0) & (
+            np.log((upper_before - delta) / lower_before) >= losses
+        )
+    early = (upper_after[1:] >= delta) & (lower_after[1:] == 0)
+    first_stop = int(np.argmax(stop)) if stop.any() else len(probs)
+    if early[:first_stop].any():
+        return max(0.0, float(losses[int(np.argmax(early))]))
+    mass_upper, mass_lower = upper_after[first_stop], lower_after[first_stop]
+    if mass_upper <= mass_lower + delta:
+        return 0.0
+    return math.log((mass_upper - delta) / mass_lower)
+
+
+def dpsgd_epsilon_estimate(noise_multiplier, sampling_rate, steps, delta, discretization,
+                           initial_multiplier=None):
+    """Epsilon of ``steps`` Poisson-subsampled Gaussian steps under add/remove
+    neighbours, optionally after one Gaussian release, as the PLD accountant
+    with value discretization ``discretization`` computes it (to rounding).
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        The accounted (add/remove) noise multiplier of one step.
+    sampling_rate : float
+    steps : int
+    delta : float
+    discretization : float
+    initial_multiplier : float or None, default=None
+        Noise multiplier of a Gaussian release composed before the steps.
+
+    Returns
+    -------
+    float
+        A search aid, not a certified epsilon.
+    """
+    sigma, q = float(noise_multiplier), float(sampling_rate)
+    directions = [plm.AdjacencyType.REMOVE]
+    if q < 1.0:
+        directions.append(plm.AdjacencyType.ADD)
+    initial = None
+    if initial_multiplier is not None:
+        initial = _step_pmf(float(initial_multiplier), 1.0, plm.AdjacencyType.REMOVE,
+                            discretization)
+    epsilon = 0.0
+    for adjacency in directions:
+        pmf = _self_compose(_step_pmf(sigma, q, adjacency, discretization), int(steps))
+        if initial is not None:
+            pmf = _compose(initial, pmf)
+        epsilon = max(epsilon, _epsilon(pmf, delta, discretization))
+    return epsilon
