@@ -12,7 +12,8 @@ fitting, UCI test split for reporting):
 * unconstrained ``DPSGDClassifier`` at the same budget, and non-private
   references: scikit-learn ``LogisticRegression`` and fairlearn's
   ``ExponentiatedGradient`` (randomized predictions, seed 0);
-* timing: whole fit (calibration included, cold calibration cache) against
+* timing, after the accuracy runs, in interleaved rounds: whole fit
+  (calibration included, cold calibration cache) against
   ``LogisticRegression`` (one thread), and training time per step against
   ``DPSGDClassifier`` run with the same batch size and step count.
 
@@ -111,12 +112,7 @@ def main():
 
     # ---------------------------------------------------------------- references
     print("references: LogisticRegression, DPSGDClassifier, fairlearn ...", flush=True)
-    sk_times = []
-    with threadpool_limits(1):
-        for _ in range(args.seeds):
-            lr, seconds = timed(LogisticRegression(max_iter=1000).fit, X_train, y_train)
-            sk_times.append(seconds)
-    sk_time = median(sk_times)
+    lr = LogisticRegression(max_iter=1000).fit(X_train, y_train)
     lr_pred = lr.predict(X_test)
     ref_rows = [["LogisticRegression (non-private)", f"{np.mean(lr_pred == y_test):.4f}",
                  f"{dp_gap(y_test, lr_pred, s_test):.4f}", f"{eo_gap(y_test, lr_pred, s_test):.4f}",
@@ -163,33 +159,46 @@ def main():
     print_table("False negative rate (value = P(Y^=0 | Y=1), bound = tolerance)", header, rows)
 
     # ---------------------------------------------------------------- timing
+    # after the runs above (everything warm), the three fits interleaved, so
+    # that a slow spell of the machine or the process's first fits do not
+    # fall on one of them; ratios are paired per round
     ref = dp_results[0.03]
     steps, batch = ref["steps"], ref["batch"]
-    step_times = []
+    lr_s, raco_s, raco_step, dpsgd_step = [], [], [], []
     for seed in range(args.seeds):
+        with threadpool_limits(1):
+            lr_s.append(timed(LogisticRegression(max_iter=1000).fit, X_train, y_train)[1])
+        clf = DPRateConstrainedClassifier(tolerance=0.03, epsilon=EPSILON, delta=DELTA,
+                                          random_state=seed)
+        seconds, training = cold_fit(clf, X_train, y_train, s_train)
+        raco_s.append(seconds)
+        raco_step.append(1e3 * training / clf.n_steps_)
         clf = DPSGDClassifier(epsilon=EPSILON, delta=DELTA, batch_size=batch, max_steps=steps,
                               random_state=seed)
         _, training = cold_fit(clf, X_train, y_train, None)
-        step_times.append(1e3 * training / clf.n_steps_)
-    dpsgd_step = median(step_times)
+        dpsgd_step.append(1e3 * training / clf.n_steps_)
+    fit_ratio = median([r / lr for r, lr in zip(raco_s, lr_s)])
+    step_ratio = median([r / d for r, d in zip(raco_step, dpsgd_step)])
     print_table(
-        "Timing (median; RaCO-DP at tolerance 0.03)",
+        f"Timing (RaCO-DP at tolerance 0.03; {args.seeds} interleaved rounds, medians; "
+        "ratios: median of the rounds' ratios)",
         ["quantity", "value"],
         [
-            ["LogisticRegression fit, 1 thread (s)", f"{sk_time:.3f}"],
-            ["RaCO-DP whole fit incl. calibration (s)", f"{ref['fit']:.3f}"],
-            ["RaCO-DP fit / LogisticRegression fit", f"{ref['fit'] / sk_time:.2f}"],
-            [f"RaCO-DP training ms/step (batch {batch}, {steps} steps)", f"{ref['step']:.3f}"],
-            ["DP-SGD training ms/step, same engine, batch and steps", f"{dpsgd_step:.3f}"],
-            ["RaCO-DP / DP-SGD time per step", f"{ref['step'] / dpsgd_step:.2f}"],
+            ["LogisticRegression fit, 1 thread (s)", f"{median(lr_s):.3f}"],
+            ["RaCO-DP whole fit incl. calibration (s)", f"{median(raco_s):.3f}"],
+            ["RaCO-DP fit / LogisticRegression fit", f"{fit_ratio:.2f}"],
+            [f"RaCO-DP training ms/step (batch {batch}, {steps} steps)",
+             f"{median(raco_step):.3f}"],
+            ["DP-SGD training ms/step, same engine, batch and steps", f"{median(dpsgd_step):.3f}"],
+            ["RaCO-DP / DP-SGD time per step", f"{step_ratio:.2f}"],
         ],
     )
     best_03 = max((r["acc"] for r in dp_results.values() if r["gap"] <= 0.03), default=np.nan)
     best_015 = max((r["acc"] for r in dp_results.values() if r["gap"] <= 0.015), default=np.nan)
     print(f"\ntargets: accuracy >= 0.833 at mean gap <= 0.03: best {best_03:.4f} "
           f"({best_03 >= 0.833}); accuracy >= 0.828 at mean gap <= 0.015: best {best_015:.4f} "
-          f"({best_015 >= 0.828}); fit <= 0.5x sklearn: {ref['fit'] / sk_time <= 0.5}; "
-          f"time/step <= DP-SGD: {ref['step'] <= dpsgd_step}")
+          f"({best_015 >= 0.828}); fit <= 0.25x sklearn: {fit_ratio <= 0.25}; "
+          f"time/step <= 1.5x DP-SGD: {step_ratio <= 1.5}")
 
 
 if __name__ == "__main__":

@@ -310,7 +310,7 @@ class DPSGDConfig:
     averaging: float = 0.0
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def train_dpsgd(backend, onehot, config, generator, units=None):
     """Run DP-SGD on ``backend`` and return a history of private quantities.
 

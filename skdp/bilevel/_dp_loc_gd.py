@@ -61,7 +61,7 @@ def loc_gd_plan(config, *, name="gradient", neighboring="add_remove", accountant
     )
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def run_loc_gd(backend, targets, head, config, generator):
     """Run DP-Loc-GD on a linear ``backend`` (in place) over all its rows.
 

@@ -147,7 +147,9 @@ class _BatchRows(_RecordWeights):
             pool.shutdown(wait=True, cancel_futures=True)
 
     def _fill_ahead(self, idx, batch):
-        with torch.no_grad():
+        # grad modes are per thread: a batch allocated by a training loop
+        # under inference mode is filled under it too
+        with torch.no_grad(), torch.inference_mode(batch.is_inference()):
             return self._fill(idx, batch)
 
     def _gather(self, idx):

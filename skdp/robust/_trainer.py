@@ -309,7 +309,7 @@ def _progress(name, step, n_steps, start, verbose):
         print(f"[{name}] step {step + 1}/{n_steps}  elapsed {time.perf_counter() - start:.2f}s")
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def train_double_spider(backend, loss, targets, config, generator):
     """DP Double-SPIDER (spec sec. 2.2, with the library's fixes).
 
@@ -406,7 +406,7 @@ def train_double_spider(backend, loss, targets, config, generator):
     return float(eta), history.finish()
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
     """DP Recursive-SPIDER on the shifted KL compositional objective.
 
@@ -517,7 +517,7 @@ def train_recursive_spider(backend, loss, targets, config, generator, lam_init):
     return float(lam), history.finish()
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def train_dual_sgd(backend, loss, targets, config, generator, lam_init):
     """DP-SGD on the finite-sum dual in ``(x, eta)`` (and ``lam`` when
     constrained): one Poisson batch per step at ``diff_rate``.

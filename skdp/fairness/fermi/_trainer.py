@@ -843,7 +843,7 @@ class SiloWorker:
         for p, value in zip(self.backend.parameters, params, strict=True):
             p.copy_(torch.as_tensor(value, dtype=self.dtype, device=self.device))
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def check(self, generator, params, n_groups, std, comm=None):
         """This silo's noisy check of the returned model ``params``: see
         :func:`check_vector`; noise of standard deviation ``std`` (None:
@@ -854,7 +854,7 @@ class SiloWorker:
             return silo_check(self.backend, self.data, 0, self.n_records, self.groups, n_groups,
                               std, generator, self.unit_factors, comm)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def round(self, draws, round_index, params, W, priors, config):
         """The silo's noisy messages of one round.
 
@@ -985,7 +985,7 @@ class InProcessSilos:
         if not self.comm.is_root:  # the root adds the noise
             self.configs = [replace(one, noise=FermiNoise()) for one in self.configs]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def check(self, n_groups, stds):
         """Each silo's noisy check of the returned model (the server's
         current parameters), from its own randomness at ``CHECK_ROUND``:
@@ -1066,7 +1066,7 @@ def _silo_config(config, j):
                    sampling_rates=(config.sampling_rates[j],), noise=noise)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def run_rounds(backend, priors, n_classes, config, exchange):
     """The server's loop: ``n_rounds`` times, get the silos' messages from
     ``exchange`` and apply :func:`server_step`.

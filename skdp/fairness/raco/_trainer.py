@@ -296,7 +296,7 @@ class RacoConfig:
     verbose: int = 0
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def train_raco(backend, onehot, cells, constraints, config, generator, fixed_sizes=None,
                units=None):
     """Run RaCO-DP and return its history (all noisy releases or their functions).
