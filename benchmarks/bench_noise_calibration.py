@@ -27,15 +27,15 @@ def calibrate(epsilon, delta, rate, steps, *, replica):
     """(sigma, seconds, accountant evaluations) with cold caches."""
     _accounting._calibrate_noise_cached.cache_clear()
     _accounting._epsilon_cached.cache_clear()
-    saved = _accounting._log_eps_estimate
+    saved = _accounting.estimated_log_epsilon
     if not replica:
-        _accounting._log_eps_estimate = lambda *args: None
+        _accounting.estimated_log_epsilon = lambda *args: None
     try:
         start = time.perf_counter()
         sigma = _accounting.calibrate_noise_multiplier(epsilon, delta, rate, steps)
         seconds = time.perf_counter() - start
     finally:
-        _accounting._log_eps_estimate = saved
+        _accounting.estimated_log_epsilon = saved
     return sigma, seconds, _accounting._epsilon_cached.cache_info().misses
 
 

@@ -17,7 +17,7 @@ from skdp.privacy import (
     poisson_gaussian_step,
 )
 from skdp.privacy import _accounting
-from skdp.privacy._pld_search import dpsgd_epsilon_estimate
+from skdp.privacy._pld_search import can_estimate, epsilon_estimate
 
 
 def _direct(event, delta, kind="pld"):
@@ -152,22 +152,43 @@ def test_compute_epsilon_of_composed_event():
     steps=st.integers(1, 2000),
     delta=st.floats(1e-8, 1e-3),
     initial=st.one_of(st.none(), st.floats(0.5, 30.0)),
+    second=st.one_of(st.none(), st.tuples(st.floats(0.5, 10.0), st.floats(1e-3, 0.5),
+                                          st.integers(1, 500))),
 )
-def test_search_estimate_agrees_with_the_accountant(sigma, q, steps, delta, initial):
-    event = poisson_gaussian_event(sigma, q, steps)
+def test_search_estimate_agrees_with_the_accountant(sigma, q, steps, delta, initial, second):
+    # DP-SGD's steps, after a one-off Gaussian release and before a second
+    # kind of batch (as multi-batch plans compose them)
+    events = [poisson_gaussian_event(sigma, q, steps)]
     if initial is not None:
-        event = dpa.ComposedDpEvent([dpa.GaussianDpEvent(noise_multiplier=initial), event])
+        events.insert(0, dpa.GaussianDpEvent(noise_multiplier=initial))
+    if second is not None:
+        events.append(poisson_gaussian_event(*second))
+    event = events[0] if len(events) == 1 else dpa.ComposedDpEvent(events)
+    assert can_estimate(event)
     expected = _direct(event, delta)
-    estimate = dpsgd_epsilon_estimate(sigma, q, steps, delta, PLD_DISCRETIZATION,
-                                      initial_multiplier=initial)
+    estimate = epsilon_estimate(event, delta, PLD_DISCRETIZATION)
     # equal up to FFT rounding, which shows in the tails at small delta
     assert estimate == pytest.approx(expected, rel=1e-6, abs=1e-10)
 
 
+def test_search_estimate_declines_other_releases():
+    laplace = dpa.ComposedDpEvent([dpa.LaplaceDpEvent(1.0), poisson_gaussian_event(1.0, 0.1, 5)])
+    assert not can_estimate(laplace)
+    with pytest.raises(ValueError, match="no whole-array estimate"):
+        epsilon_estimate(laplace, 1e-5, PLD_DISCRETIZATION)
+    # nothing released: epsilon 0, as the accountant says
+    assert epsilon_estimate(dpa.NoOpDpEvent(), 1e-5, PLD_DISCRETIZATION) == 0.0
+
+
+def _cold():
+    _accounting._calibrate_noise_cached.cache_clear()
+    _accounting._max_steps_cached.cache_clear()
+    _accounting._epsilon_cached.cache_clear()
+
+
 @pytest.mark.parametrize("q, steps", [(0.03, 320), (1.28e-4, 7812), (1e-3, 100_000)])
 def test_calibration_certifies_with_one_accountant_evaluation(q, steps):
-    _accounting._calibrate_noise_cached.cache_clear()
-    _accounting._epsilon_cached.cache_clear()
+    _cold()
     sigma = calibrate_noise_multiplier(1.0, 1e-5, q, steps)
     assert _accounting._epsilon_cached.cache_info().misses == 1
     assert 0.994 <= _direct(poisson_gaussian_event(sigma, q, steps), 1e-5) <= 1.0
@@ -176,15 +197,14 @@ def test_calibration_certifies_with_one_accountant_evaluation(q, steps):
 @pytest.mark.parametrize("bias", [-0.05, 0.05])
 def test_calibration_falls_back_to_the_accountant_when_the_estimate_misses(monkeypatch, bias):
     # a search aid that is off by 5 % must cost evaluations, never the budget
-    exact = _accounting._log_eps_estimate
+    exact = _accounting.estimated_log_epsilon
 
     def biased(*args):
         log_eps = exact(*args)
         return lambda x: log_eps(x) + bias
 
-    monkeypatch.setattr(_accounting, "_log_eps_estimate", biased)
-    _accounting._calibrate_noise_cached.cache_clear()
-    _accounting._epsilon_cached.cache_clear()
+    monkeypatch.setattr(_accounting, "estimated_log_epsilon", biased)
+    _cold()
     sigma = calibrate_noise_multiplier(1.0, 1e-5, 0.03, 320)
     _accounting._calibrate_noise_cached.cache_clear()
     assert _accounting._epsilon_cached.cache_info().misses > 1
@@ -196,11 +216,10 @@ def test_calibration_falls_back_to_the_accountant_when_the_estimate_misses(monke
 def test_calibrate_steps_with_the_estimate_equals_the_accountant_search(monkeypatch, sigma, q,
                                                                         eps, cap):
     step = poisson_gaussian_step(sigma, q)
-    _accounting._max_steps_cached.cache_clear()
-    _accounting._epsilon_cached.cache_clear()
+    _cold()
     steps = calibrate_steps(step, eps, 1e-5, max_steps=cap)
     assert _accounting._epsilon_cached.cache_info().misses <= 2  # the answer and one more
-    monkeypatch.setattr(_accounting, "_log_eps_estimate", lambda *args: None)
-    _accounting._max_steps_cached.cache_clear()
+    monkeypatch.setattr(_accounting, "estimated_log_epsilon", lambda *args: None)
+    _cold()
     assert calibrate_steps(step, eps, 1e-5, max_steps=cap) == steps
-    _accounting._max_steps_cached.cache_clear()
+    _cold()

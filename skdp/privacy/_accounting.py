@@ -12,13 +12,14 @@ bisection costs seconds. We use ``PLDAccountant(value_discretization_interval=
 1e-3)`` -- still a pessimistic (certified upper) estimate, about 0.02 % above
 the default one at typical settings and 8x cheaper -- start the search from a
 Gaussian-DP central-limit guess, refine it with a safeguarded secant on
-``log epsilon``, and cache results. For DP-SGD plans (Poisson-subsampled
-Gaussian steps, optionally after one Gaussian release) the search runs on
-:func:`~._pld_search.dpsgd_epsilon_estimate`, the same PLD construction on
-whole arrays (equal to the accountant's epsilon to rounding, 4-10x cheaper),
-and the accountant is called once, to certify the answer; if the certificate
-fails the search goes on with the accountant. A calibration then costs one
-accountant evaluation.
+``log epsilon``, and cache results. For plans of Gaussian releases
+(DP-SGD's Poisson-subsampled steps, one-off Gaussian releases, several
+batches composed) the search runs on
+:func:`~._pld_search.epsilon_estimate`, the same PLD construction on whole
+arrays (equal to the accountant's epsilon to rounding, 4-10x cheaper), and
+the accountant is called once, to certify the answer
+(:func:`certified_search`); if the certificate fails the search goes on
+with the accountant. A calibration then costs one accountant evaluation.
 """
 
 import math
@@ -29,7 +30,7 @@ import numpy as np
 from dp_accounting import pld, rdp
 from scipy import optimize, special
 
-from ._pld_search import dpsgd_epsilon_estimate
+from ._pld_search import can_estimate, epsilon_estimate
 
 #: Value discretization of the PLD accountant used by skdp. Coarser grids give
 #: larger (still certified) epsilons; 1e-3 is within 0.1 % of dp-accounting's
@@ -292,76 +293,92 @@ def with_initial_event(initial_event, event):
     return dpa.ComposedDpEvent([initial_event, event])
 
 
-def _log_eps_estimate(delta, sampling_rate, steps, accountant, factor, initial_event):
-    """log epsilon of DP-SGD as a function of log sigma, from the whole-array
-    PLD replica (:mod:`._pld_search`), or None where it does not apply."""
-    if accountant != "pld" or not 0 < sampling_rate <= 1:
-        return None
-    if initial_event is None:
-        initial = None
-    elif isinstance(initial_event, dpa.GaussianDpEvent) and initial_event.noise_multiplier > 0:
-        initial = initial_event.noise_multiplier
-    else:
+def estimated_log_epsilon(event_of, delta, accountant):
+    """``x -> log epsilon(event_of(x))`` from the whole-array PLD replica
+    (:mod:`._pld_search`), or None where it does not apply (another
+    accountant, or releases other than Gaussian ones)."""
+    if accountant != "pld" or not can_estimate(event_of(None)):
         return None
 
-    def log_eps(log_sigma, at_steps=steps):
-        eps = dpsgd_epsilon_estimate(
-            math.exp(log_sigma) / factor, sampling_rate, at_steps, delta, PLD_DISCRETIZATION,
-            initial_multiplier=initial,
-        )
+    def log_eps(x):
+        eps = epsilon_estimate(event_of(x), delta, PLD_DISCRETIZATION)
         return math.log(max(eps, 1e-300))
 
     return log_eps
 
 
-def _steps_eps_estimate(step_event, delta, accountant, initial_event):
-    """Epsilon of T Poisson-subsampled Gaussian steps as a function of T, from
-    the whole-array PLD replica, or None where it does not apply."""
-    if not (isinstance(step_event, dpa.PoissonSampledDpEvent)
-            and isinstance(step_event.event, dpa.GaussianDpEvent)
-            and step_event.event.noise_multiplier > 0):
+def certified_search(log_eps, estimate, x0, slope, log_target, *, increasing, rtol):
+    """:func:`_secant_search` for x with accountant log epsilon ``log_eps(x)``
+    in ``[log_target + log(1 - rtol), log_target]``.
+
+    With an ``estimate`` (see :func:`estimated_log_epsilon`) the search runs
+    on it and the accountant is called once, at its answer; if that misses
+    the window, the search goes on with the accountant from there. Returns
+    x or None (nothing feasible found).
+    """
+    if estimate is not None:
+        x0 = _secant_search(estimate, x0, slope, log_target, increasing=increasing,
+                            rtol=rtol) or x0
+        if log_target + math.log1p(-rtol) <= log_eps(x0) <= log_target:
+            return x0
+    return _secant_search(log_eps, x0, slope, log_target, increasing=increasing, rtol=rtol)
+
+
+def _noise_search(target_epsilon, delta, sampling_rate, steps, accountant, neighboring,
+                  initial_event, certify):
+    """log of the calibrated noise multiplier (see
+    :func:`calibrate_noise_multiplier`), or None if infeasible. Without
+    ``certify``, the replica's answer alone (a guess, where it applies)."""
+    factor = sensitivity_factor(neighboring)
+
+    def event_of(log_sigma):
+        sigma = 1.0 if log_sigma is None else math.exp(log_sigma)
+        event = poisson_gaussian_event(sigma, sampling_rate, steps, neighboring=neighboring)
+        return with_initial_event(initial_event, event)
+
+    def log_eps(log_sigma):
+        eps = compute_epsilon(event_of(log_sigma), delta, accountant)
+        return math.log(max(eps, 1e-300))
+
+    estimate = estimated_log_epsilon(event_of, delta, accountant)
+    guess, slope = _gdp_noise_guess(target_epsilon, delta, sampling_rate, steps)
+    guess *= factor
+    log_target = math.log(target_epsilon)
+    if guess >= _MAX_NOISE:
+        if log_eps(math.log(_MAX_NOISE)) > log_target:
+            return None
+        guess = _MAX_NOISE / 2
+    x0 = math.log(max(guess, 1e-2))
+    if not certify and estimate is not None:
+        return _secant_search(estimate, x0, slope, log_target, increasing=False, rtol=_CAL_RTOL)
+    log_sigma = certified_search(log_eps, estimate, x0, slope, log_target, increasing=False,
+                                 rtol=_CAL_RTOL)
+    if log_sigma is None or math.exp(log_sigma) > _MAX_NOISE:
         return None
-    rate, sigma = step_event.sampling_probability, step_event.event.noise_multiplier
-    log_eps = _log_eps_estimate(delta, rate, None, accountant, 1.0, initial_event)
-    if log_eps is None:
-        return None
-    return lambda steps: math.exp(log_eps(math.log(sigma), steps))
+    return log_sigma
 
 
 @lru_cache(maxsize=1024)
 def _calibrate_noise_cached(
     target_epsilon, delta, sampling_rate, steps, accountant, neighboring, initial_event
 ):
-    factor = sensitivity_factor(neighboring)
+    log_sigma = _noise_search(target_epsilon, delta, sampling_rate, steps, accountant,
+                              neighboring, initial_event, certify=True)
+    return None if log_sigma is None else math.exp(log_sigma)
 
-    def log_eps(log_sigma):
-        sigma = math.exp(log_sigma)
-        event = poisson_gaussian_event(sigma, sampling_rate, steps, neighboring=neighboring)
-        eps = compute_epsilon(with_initial_event(initial_event, event), delta, accountant)
-        return math.log(max(eps, 1e-300))
 
-    guess, slope = _gdp_noise_guess(target_epsilon, delta, sampling_rate, steps)
-    guess *= factor
-    if guess >= _MAX_NOISE:
-        if log_eps(math.log(_MAX_NOISE)) > math.log(target_epsilon):
-            return None
-        guess = _MAX_NOISE / 2
-    x0 = math.log(max(guess, 1e-2))
-    log_target = math.log(target_epsilon)
-    estimate = _log_eps_estimate(delta, sampling_rate, steps, accountant, factor, initial_event)
-    if estimate is not None:
-        # search on the whole-array replica, then certify its answer with one
-        # accountant evaluation; continue on the accountant if it misses
-        x0 = _secant_search(
-            estimate, x0, slope, log_target, increasing=False, rtol=_CAL_RTOL
-        ) or x0
-        if log_target + math.log1p(-_CAL_RTOL) <= log_eps(x0) <= log_target:
-            return math.exp(x0) if math.exp(x0) <= _MAX_NOISE else None
-    log_sigma = _secant_search(
-        log_eps, x0, slope, log_target, increasing=False, rtol=_CAL_RTOL
-    )
-    if log_sigma is None or math.exp(log_sigma) > _MAX_NOISE:
-        return None
+def noise_multiplier_guess(target_epsilon, delta, sampling_rate, steps, *, accountant="pld",
+                           neighboring="add_remove"):
+    """A starting point for a calibration that composes more than one
+    DP-SGD plan: the multiplier :func:`calibrate_noise_multiplier` would
+    return, from the replica alone where it applies (no accountant call,
+    not certified), else from :func:`calibrate_noise_multiplier`."""
+    check_budget(target_epsilon, delta)
+    log_sigma = _noise_search(float(target_epsilon), float(delta), float(sampling_rate),
+                              int(steps), accountant, neighboring, None, certify=False)
+    if log_sigma is None:
+        return calibrate_noise_multiplier(target_epsilon, delta, sampling_rate, steps,
+                                          accountant=accountant, neighboring=neighboring)
     return math.exp(log_sigma)
 
 
@@ -395,6 +412,13 @@ def calibrate_noise_multiplier(
     ------
     PrivacyBudgetError
         If even a noise multiplier of 1e4 cannot meet the budget.
+
+    Notes
+    -----
+    With the ``"pld"`` accountant the search runs on a whole-array copy of
+    the accountant's construction (equal to its epsilon to rounding) and
+    calls dp-accounting once, to certify the multiplier it returns; the
+    search continues on dp-accounting if that certificate fails.
 
     Examples
     --------
@@ -446,15 +470,18 @@ def _largest_affordable(eps_at, target_epsilon, cap):
 
 @lru_cache(maxsize=1024)
 def _max_steps_cached(step_event, target_epsilon, delta, accountant, cap, initial_event):
-    def eps_at(steps):
-        event = with_initial_event(initial_event, dpa.SelfComposedDpEvent(step_event, steps))
-        return compute_epsilon(event, delta, accountant)
+    def event_of(steps):
+        steps = 1 if steps is None else steps
+        return with_initial_event(initial_event, dpa.SelfComposedDpEvent(step_event, steps))
 
-    estimate = _steps_eps_estimate(step_event, delta, accountant, initial_event)
+    def eps_at(steps):
+        return compute_epsilon(event_of(steps), delta, accountant)
+
+    estimate = estimated_log_epsilon(event_of, delta, accountant)
     if estimate is not None:
         # search on the whole-array replica; the accountant confirms that the
         # answer fits and that one more step would not
-        steps = _largest_affordable(estimate, target_epsilon, cap)
+        steps = _largest_affordable(lambda t: math.exp(estimate(t)), target_epsilon, cap)
         fits = steps == 0 or eps_at(steps) <= target_epsilon
         if fits and (steps == cap or eps_at(steps + 1) > target_epsilon):
             return steps

@@ -48,13 +48,15 @@ from ._accounting import (
     NEIGHBORING,
     PrivacyBudgetError,
     _MAX_NOISE,
-    _secant_search,
     calibrate_noise_multiplier,
     calibrate_steps,
     check_budget,
+    certified_search,
     compute_epsilon,
+    estimated_log_epsilon,
     gdp_mu,
     joint_noise_multiplier,
+    noise_multiplier_guess,
     poisson_gaussian_step,
     sensitivity_factor,
 )
@@ -174,6 +176,12 @@ class ReleasePlan:
         joints = tuple(b.joint_multiplier(m, self._factor) for b, m in zip(self.batches, per_batch))
         events = tuple(poisson_gaussian_step(z, q) for z, q in zip(joints, rates))
         return joints, events
+
+    def _event(self, initial_event, per_batch):
+        """The accounted event of multipliers ``per_batch`` (what
+        :meth:`_report` accounts, without the accountant)."""
+        _, step_events = self._step_events(per_batch, self.sampling_rates())
+        return _compose(initial_event, step_events, tuple(b.steps for b in self.batches))
 
     def _report(self, delta, initial, initial_event, per_batch, steps=None,
                 accounted_joints=None):
@@ -307,18 +315,23 @@ class ReleasePlan:
         def multipliers_at(z):
             return [b.noise_at(z * b.noise_ratio) for b in self.batches]
 
+        def event_of(log_z):
+            z = 1.0 if log_z is None else math.exp(log_z)
+            return self._event(initial_event, multipliers_at(z))
+
         def log_eps(log_z):
             report = self._report(delta, initial, initial_event, multipliers_at(math.exp(log_z)))
             return math.log(max(report.epsilon, 1e-300))
 
         # start where the most expensive batch alone would meet the budget
         guesses = [
-            calibrate_noise_multiplier(epsilon, delta, q, max(b.steps, 1), accountant=self.accountant,
-                                       neighboring=self.neighboring) / b.noise_ratio
+            noise_multiplier_guess(epsilon, delta, q, max(b.steps, 1), accountant=self.accountant,
+                                   neighboring=self.neighboring) / b.noise_ratio
             for b, q in zip(self.batches, rates) if b.steps > 0
         ]
         x0 = math.log(max(guesses) * math.sqrt(len(guesses)))
-        log_z = _secant_search(log_eps, x0, -1.0, math.log(epsilon), increasing=False, rtol=6e-3)
+        log_z = certified_search(log_eps, estimated_log_epsilon(event_of, delta, self.accountant),
+                                 x0, -1.0, math.log(epsilon), increasing=False, rtol=6e-3)
         if log_z is None or math.exp(log_z) > _MAX_NOISE:
             raise PrivacyBudgetError(
                 f"epsilon={epsilon} at delta={delta} cannot pay for this plan even with noise "

@@ -19,6 +19,7 @@ epsilon every report carries.
 
 import math
 
+import dp_accounting as dpa
 import numpy as np
 from dp_accounting.pld import privacy_loss_mechanism as plm
 from scipy import fft, signal
@@ -137,11 +138,29 @@ def _self_compose(pmf, count):
     return lower * count + lower_bound, out, infinity
 
 
+def _truncate(pmf):
+    """Drop the longest prefix and suffix of mass at most 5e-16 each: the
+    prefix's mass moves to the first kept loss, the suffix's to +infinity
+    (pessimistic), as dp-accounting does after each composition."""
+    lower, probs, infinity = pmf
+    half = _TAIL_MASS_TRUNCATION / 2
+
+    def prefix(values):
+        over = np.add.accumulate(values) > half
+        return int(np.argmax(over)) if over.any() else len(values)
+
+    left = prefix(probs)
+    right = max(len(probs) - prefix(probs[::-1]), left + 1)
+    kept = probs[left:right].copy()
+    kept[0] += np.sum(probs[:left])
+    return lower + left, kept, infinity + np.sum(probs[right:])
+
+
 def _compose(first, second):
     lower1, probs1, inf1 = first
     lower2, probs2, inf2 = second
     probs = signal.fftconvolve(probs1, probs2)
-    return lower1 + lower2, probs, inf1 + inf2 - inf1 * inf2
+    return _truncate((lower1 + lower2, probs, inf1 + inf2 - inf1 * inf2))
 
 
 def _epsilon(pmf, delta, discretization):
@@ -172,40 +191,85 @@ def _epsilon(pmf, delta, discretization):
     return math.log((mass_upper - delta) / mass_lower)
 
 
-def dpsgd_epsilon_estimate(noise_multiplier, sampling_rate, steps, delta, discretization,
-                           initial_multiplier=None):
-    """Epsilon of ``steps`` Poisson-subsampled Gaussian steps under add/remove
-    neighbours, optionally after one Gaussian release, as the PLD accountant
-    with value discretization ``discretization`` computes it (to rounding).
+def _gaussian_pld(sigma, q, count, discretization):
+    """(remove, add) PMFs of a Gaussian release with noise multiplier
+    ``sigma``, Poisson-subsampled at rate ``q`` and self-composed ``count``
+    times (``count=None``: a plain Gaussian, composed by the caller in its
+    multiplier, not self-composed). ``add`` is None for a symmetric PLD."""
+    directions = [plm.AdjacencyType.REMOVE]
+    if q < 1.0:
+        directions.append(plm.AdjacencyType.ADD)
+    pmfs = [_step_pmf(sigma, q, adjacency, discretization) for adjacency in directions]
+    if count is not None:
+        pmfs = [_self_compose(pmf, count) for pmf in pmfs]
+    return pmfs[0], (pmfs[1] if len(pmfs) > 1 else None)
+
+
+def _releases(event, count=1):
+    """(sigma, q, count) of every Gaussian release in ``event``, in the order
+    dp-accounting's PLD accountant composes them (a plain Gaussian release
+    repeated ``c`` times is one with multiplier ``sigma / sqrt(c)`` and
+    count None); raises ValueError for anything else."""
+    if isinstance(event, dpa.NoOpDpEvent):
+        return []
+    if isinstance(event, dpa.SelfComposedDpEvent):
+        return _releases(event.event, count * event.count)
+    if isinstance(event, dpa.ComposedDpEvent):
+        return [r for e in event.events for r in _releases(e, count)]
+    if isinstance(event, dpa.GaussianDpEvent) and event.noise_multiplier > 0:
+        return [(event.noise_multiplier / math.sqrt(count), 1.0, None)]
+    if (isinstance(event, dpa.PoissonSampledDpEvent)
+            and isinstance(event.event, dpa.GaussianDpEvent)
+            and event.event.noise_multiplier > 0 and 0 <= event.sampling_probability <= 1):
+        if event.sampling_probability == 0:
+            return []
+        return [(event.event.noise_multiplier, event.sampling_probability, count)]
+    raise ValueError(f"no whole-array estimate for {event!r}")
+
+
+def can_estimate(event):
+    """Whether :func:`epsilon_estimate` handles ``event``: compositions of
+    Gaussian and Poisson-subsampled Gaussian releases."""
+    try:
+        _releases(event)
+    except ValueError:
+        return False
+    return True
+
+
+def epsilon_estimate(event, delta, discretization):
+    """Epsilon of ``event`` under add/remove neighbours as dp-accounting's PLD
+    accountant with value discretization ``discretization`` computes it (to
+    rounding): a search aid, not a certified epsilon.
 
     Parameters
     ----------
-    noise_multiplier : float
-        The accounted (add/remove) noise multiplier of one step.
-    sampling_rate : float
-    steps : int
+    event : dp_accounting.DpEvent
+        Gaussian and Poisson-subsampled Gaussian releases, self-composed and
+        composed in any nesting (see :func:`can_estimate`).
     delta : float
     discretization : float
-    initial_multiplier : float or None, default=None
-        Noise multiplier of a Gaussian release composed before the steps.
 
     Returns
     -------
     float
-        A search aid, not a certified epsilon.
+
+    Raises
+    ------
+    ValueError
+        For any other event.
     """
-    sigma, q = float(noise_multiplier), float(sampling_rate)
-    directions = [plm.AdjacencyType.REMOVE]
-    if q < 1.0:
-        directions.append(plm.AdjacencyType.ADD)
-    initial = None
-    if initial_multiplier is not None:
-        initial = _step_pmf(float(initial_multiplier), 1.0, plm.AdjacencyType.REMOVE,
-                            discretization)
-    epsilon = 0.0
-    for adjacency in directions:
-        pmf = _self_compose(_step_pmf(sigma, q, adjacency, discretization), int(steps))
-        if initial is not None:
-            pmf = _compose(initial, pmf)
-        epsilon = max(epsilon, _epsilon(pmf, delta, discretization))
+    remove = add = (0, np.ones(1), 0.0)  # no release yet
+    symmetric = True
+    for sigma, q, count in _releases(event):
+        pld_remove, pld_add = _gaussian_pld(float(sigma), float(q), count, discretization)
+        if not (symmetric and pld_add is None):
+            # a symmetric PLD's add side is its remove side
+            add = _compose(remove if symmetric else add,
+                           pld_remove if pld_add is None else pld_add)
+            symmetric = False
+        remove = _compose(remove, pld_remove)
+    epsilon = _epsilon(remove, delta, discretization)
+    if not symmetric:
+        epsilon = max(epsilon, _epsilon(add, delta, discretization))
     return epsilon
