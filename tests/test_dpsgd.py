@@ -4,10 +4,14 @@ import numpy as np
 import pytest
 import torch
 from dp_accounting import pld
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import LabelEncoder
 
 from skdp import DPSGDClassifier
+from skdp._fit.classifier import encode_labels
 from skdp.privacy import PLD_DISCRETIZATION, PrivacyBudgetError, compute_epsilon
 
 
@@ -484,3 +488,30 @@ def test_negative_alpha_is_rejected(data):
     X, y = data
     with pytest.raises(ValueError, match="alpha"):
         DPSGDClassifier(alpha=-1.0).fit(X, y)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dtype=st.sampled_from([np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64,
+                           np.uint64]),
+    values=st.lists(st.one_of(st.integers(-300, 300), st.integers(-(2**70), 2**70)),
+                    min_size=1, max_size=60),
+)
+def test_label_encoding_matches_label_encoder(dtype, values):
+    info = np.iinfo(dtype)
+    y = np.array([min(max(v, info.min), info.max) for v in values], dtype=dtype)
+    classes, codes = encode_labels(y)
+    encoder = LabelEncoder()
+    expected = encoder.fit_transform(y)
+    assert classes.dtype == encoder.classes_.dtype
+    np.testing.assert_array_equal(classes, encoder.classes_)
+    assert codes.dtype == expected.dtype
+    np.testing.assert_array_equal(codes, expected)
+
+
+def test_label_encoding_of_other_labels_is_label_encoders():
+    for y in (np.array(["b", "a", "b"]), np.array([0.5, 2.0, 0.5]), np.array([True, False])):
+        classes, codes = encode_labels(y)
+        encoder = LabelEncoder()
+        np.testing.assert_array_equal(codes, encoder.fit_transform(y))
+        np.testing.assert_array_equal(classes, encoder.classes_)

@@ -309,12 +309,12 @@ class ScoreCalibration(FitRelease):
 
 def returned_model_pass(estimator, X, state, report):
     """The returned model's scores on the training rows, ``(scores,
-    row_sq_norms)``: one pass over the rows, with the rows' squared norms
-    from the same float64 blocks when a release of the fit reads them
-    (:attr:`FitRelease.reads_row_norms`; a linear model's) and None
-    otherwise."""
-    norms = None
-    if estimator.module_state_ is None and any(
+    row_sq_norms)``: one pass over the rows. The rows' squared norms are
+    those training computed (``state.returned_row_sq_norms``), else, when a
+    release of the fit reads them (:attr:`FitRelease.reads_row_norms`; a
+    linear model's), from the pass's float64 blocks, else None."""
+    norms = state.returned_row_sq_norms  # training's, when it computed them
+    if norms is None and estimator.module_state_ is None and any(
             release.reads_row_norms and release.applies(estimator)
             and (not report.private or release.planned(report))
             for release in estimator._fit_releases):

@@ -96,8 +96,10 @@ class FitState:
         The returned model's decision scores on the training rows, computed
         once by the model check for the releases after it.
     returned_row_sq_norms : ndarray or None
-        The training rows' squared norms, from the same pass when a release
-        after the check needs them (a linear model's clipped share).
+        The training rows' squared norms, float64: those the linear backend
+        computed for training, or from the pass of the returned model's
+        scores when a release after the check needs them (a linear model's
+        clipped share).
     """
 
     y_codes: Optional[np.ndarray] = None

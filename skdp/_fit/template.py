@@ -257,6 +257,9 @@ class BaseDPEstimator(
             calibration_time,
         )
         self._store_model(backend, result)
+        norms = None if backend is None else backend.computed_row_sq_norms()
+        if norms is not None:  # the releases after training read them
+            state.returned_row_sq_norms = norms.double().cpu().numpy() - 1.0
         self._apply_fit_releases("model", X, state, report, generator)
         self._store_privacy_report(report)
         self._store_fitted(report, result, state)

@@ -152,6 +152,11 @@ class _BatchRows(_RecordWeights):
         with torch.no_grad(), torch.inference_mode(batch.is_inference()):
             return self._fill(idx, batch)
 
+    def computed_row_sq_norms(self):
+        """The rows' squared norms ``|x|^2`` (with the bias input: ``+ 1``)
+        if training computed them, else None; this backend never does."""
+        return None
+
     def _gather(self, idx):
         """The rows ``idx`` (a fresh tensor): gathered ahead by :meth:`feed`,
         or now."""
@@ -217,6 +222,12 @@ class LinearBackend(_BatchRows):
                 # a product, not square(): torch's pow kernel is several times slower
                 norms[start:start + _NORM_BLOCK] = (rows * rows).sum(1)
             self._row_sq_norms = norms
+        return self._row_sq_norms
+
+    def computed_row_sq_norms(self):
+        """The rows' ``|x|^2 + 1`` (training dtype and device) if a clipped
+        sum computed them, else None: the releases after training read them
+        instead of computing them again."""
         return self._row_sq_norms
 
     def forward(self, idx):
