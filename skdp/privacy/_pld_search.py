@@ -53,7 +53,8 @@ def _hockey_stick(loss, epsilons, sigma, q, adjacency):
         unsubsampled = epsilons
     elif adjacency == plm.AdjacencyType.ADD:
         inside = epsilons < -math.log1p(-q)
-        unsubsampled = -_log_a_exp_b_plus_c(1 / q, -epsilons[inside], 1 - 1 / q)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unsubsampled = -_log_a_exp_b_plus_c(1 / q, -epsilons[inside], 1 - 1 / q)
         at_edge = np.isclose(epsilons[inside], -math.log(1 - q), rtol=1e-9, atol=0.0)
         unsubsampled = np.where(at_edge, np.inf, unsubsampled)
     else:
