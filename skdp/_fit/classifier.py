@@ -22,7 +22,6 @@ from .template import BaseDPEstimator
 __all__ = ["BaseDPClassifier"]
 
 
-
 #: Integer labels whose span (largest minus smallest) is below this are
 #: encoded by counting, in one pass, instead of by sorting.
 _COUNTED_LABEL_SPAN = 1 << 16
@@ -57,6 +56,7 @@ def encode_labels(y):
     encoder = LabelEncoder()
     codes = encoder.fit_transform(y)
     return encoder.classes_, codes
+
 
 class BaseDPClassifier(ClassifierMixin, BaseDPEstimator):
     """Base class for skdp classifiers trained with a private torch loop.
