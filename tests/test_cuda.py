@@ -9,6 +9,8 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
+from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
 from skdp import (
@@ -22,6 +24,7 @@ from skdp import (
     DPSGDRegressor,
 )
 from _broken import scaled_noise
+from skdp.distributed import launch
 from skdp.model_selection import PrivateGridSearchCV
 from skdp.preprocessing import DPStandardScaler
 
@@ -145,3 +148,21 @@ def test_step_loop_makes_no_host_synchronisation(name):
     # the samplers draw a chunk of up to 256 steps at a time (a few
     # synchronisations per chunk); 400 steps are at most 2 chunks more
     assert sum(many.values()) - sum(few.values()) <= 8, growing
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and dist.is_nccl_available()),
+                    reason="needs a CUDA device and nccl")
+@pytest.mark.parametrize("name", ["DPSGDClassifier", "DPRateConstrainedClassifier"])
+def test_nccl_launch_fits_like_one_process(name):
+    """A data-parallel fit over nccl (one rank per GPU, at most two; one GPU
+    gives a one-rank group, whose sums still go through nccl) spends the
+    single-process fit's epsilon and learns its model."""
+    estimator, X, y, fit_params = _case(name, "cuda")
+    n_processes = min(2, torch.cuda.device_count())
+    fitted = launch(estimator, X, y, n_processes=n_processes, backend="nccl", timeout=120,
+                    **fit_params)
+    single = _quiet_fit(clone(estimator), X, y, fit_params)
+    assert fitted.device == "cuda"
+    assert fitted.epsilon_ == single.epsilon_
+    assert repr(fitted.dp_event_) == repr(single.dp_event_)
+    np.testing.assert_allclose(fitted.coef_, single.coef_, rtol=1e-4, atol=1e-5)
