@@ -44,7 +44,7 @@ Usage::
 
     python benchmarks/bench_scale.py [--rows 10000000] [--cache /tmp/skdp_scale]
         [--estimators dpsgd,fermi1,...] [--batch-256] [--memmap] [--max-epochs E]
-        [--device cuda] [--float64] [--hdf5]
+        [--device cuda] [--eager-steps] [--float64] [--hdf5]
 
 (``--estimators`` names: dpsgd, dpsgd_reg, raco, fermi1, fermi3, dro,
 sklearn; default all. ``--device`` is passed to every skdp estimator as
@@ -216,6 +216,10 @@ def worker(args):
     from skdp.debug import record_fit_times
 
     warnings.filterwarnings("ignore")
+    if args.eager_steps:
+        import skdp._training
+
+        skdp._training.FIXED_SHAPE_STEPS = False
     base = proc_status()["VmRSS"]
     p = paths(args.cache, args.rows)
     if args.hdf5:
@@ -273,9 +277,11 @@ def worker(args):
 
 
 # ------------------------------------------------------------------ driver
-def run_one(name, args, memmap=False, batch_256=False, hdf5=False):
+def run_one(name, args, memmap=False, batch_256=False, hdf5=False, eager=False):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--rows", str(args.rows),
            "--cache", args.cache]
+    if eager:
+        cmd.append("--eager-steps")
     if memmap:
         cmd.append("--memmap")
     if hdf5:
@@ -296,7 +302,7 @@ def run_one(name, args, memmap=False, batch_256=False, hdf5=False):
             out = json.loads(line[len("RESULT "):])
             out["wall_s"] = wall
             out["label"] = (name + (" (memmap)" if memmap else "") + (" (hdf5)" if hdf5 else "")
-                            + (" b=256" if batch_256 else ""))
+                            + (" b=256" if batch_256 else "") + (" eager" if eager else ""))
             return out
     print(f"{name}: failed (rc {proc.returncode})\n{proc.stderr[-3000:]}", file=sys.stderr)
     return None
@@ -333,6 +339,9 @@ def main():
                         help="torch device of the skdp estimators (sklearn stays on the CPU)")
     parser.add_argument("--float64", action="store_true",
                         help="give every fit the table as float64 (X64.npy) instead of float32")
+    parser.add_argument("--eager-steps", action="store_true",
+                        help="also fit DPSGDClassifier with its eager step loop (on CUDA the "
+                             "default replays fixed-shape steps as a CUDA graph)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -357,17 +366,20 @@ def main():
 
     if args.hdf5:
         build_hdf5_table(args.cache, args.rows)
-    jobs = [(n, False, False, False) for n in names if n != "sklearn"]
+    jobs = [(n, False, False, False, False) for n in names if n != "sklearn"]
     if args.batch_256 and "dpsgd" in names:
-        jobs.append(("dpsgd", False, True, False))
+        jobs.append(("dpsgd", False, True, False, False))
+    if args.eager_steps and "dpsgd" in names:
+        jobs += [("dpsgd", False, b256, False, True)
+                 for b256 in ((False, True) if args.batch_256 else (False,))]
     if args.memmap:
-        jobs += [(n, True, False, False) for n in names if n != "sklearn"]
+        jobs += [(n, True, False, False, False) for n in names if n != "sklearn"]
     if args.hdf5:
-        jobs += [(n, False, False, True) for n in names if n != "sklearn"]
-    jobs.append(("sklearn", False, False, False))  # the peer, always
+        jobs += [(n, False, False, True, False) for n in names if n != "sklearn"]
+    jobs.append(("sklearn", False, False, False, False))  # the peer, always
     results = []
-    for name, memmap, b256, hdf5 in jobs:
-        r = run_one(name, args, memmap=memmap, batch_256=b256, hdf5=hdf5)
+    for name, memmap, b256, hdf5, eager in jobs:
+        r = run_one(name, args, memmap=memmap, batch_256=b256, hdf5=hdf5, eager=eager)
         if r is not None:
             results.append(r)
             gpu = f", GPU peak {r['gpu_peak'] / GB:.2f} GB" if "gpu_peak" in r else ""

@@ -22,7 +22,7 @@ log=$out/gpu_checks_$commit.log
 'numpy', numpy.__version__, 'nccl', torch.cuda.nccl.version())"
     echo "## tests/test_cuda.py"
     timeout 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py
-    echo "## bench_scale.py --rows $rows --device cuda --batch-256 --max-epochs 1"
+    echo "## bench_scale.py --rows $rows --device cuda --batch-256 --eager-steps --max-epochs 1"
     (cd benchmarks && timeout 240 python3 bench_scale.py --rows "$rows" --cache /tmp/skdp_scale \
-        --estimators dpsgd,sklearn --batch-256 --max-epochs 1 --device cuda)
+        --estimators dpsgd,sklearn --batch-256 --eager-steps --max-epochs 1 --device cuda)
 } 2>&1 | tee "$log"

@@ -3,16 +3,27 @@ noisy update, tail averaging, penalties, the thread policy, and the DP-SGD
 loop (the trainer of :mod:`skdp.linear_model`, and an inner solver of the
 bilevel tuners)."""
 
+import itertools
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
+from ._fixed_steps import FixedShapeSteps
 from .models import CrossEntropyHead, LinearBackend
-from .privacy import NoiseStream, current_communicator, make_sampler
+from .privacy import NoiseStream, PoissonSampler, current_communicator, make_sampler
 
 OPTIMIZERS = ("sgd", "adam")
+
+#: Whether DP-SGD runs a linear model's steps at a fixed shape
+#: (:mod:`skdp._fixed_steps`): "auto" does so on CUDA, replaying the step as
+#: a CUDA graph, when a fit has at least :data:`GRAPH_MIN_STEPS` steps; True
+#: forces it wherever it applies (eagerly off CUDA: for tests), False never.
+FIXED_SHAPE_STEPS = "auto"
+#: Fewest steps for which "auto" captures a CUDA graph (a capture costs
+#: about as much as a few dozen eager steps).
+GRAPH_MIN_STEPS = 64
 
 
 @contextmanager
@@ -359,6 +370,19 @@ def train_dpsgd(backend, onehot, config, generator, units=None):
     # columns (no copy when the caller stores them so, as the estimators do)
     onehot_t = onehot.T.contiguous()
     start = time.perf_counter()
+    mode = _fixed_shape_mode(backend, sampler, opt, comm, config, onehot.device)
+    if mode is not None:
+        steps = FixedShapeSteps(
+            backend, onehot_t, head, clip,
+            lambda sums, rows: noisy_update(opt, sums, noise_std, expected_batch, rows, penalty),
+            width=sampler.padded_width, chunk_steps=sampler.chunk_steps,
+            noise_size=noise.size if noise_std > 0 else None, graphed=mode == "graph")
+        counter = itertools.count()
+        for indices, mask in sampler.padded_batches(n_steps):
+            rows = noise.next_rows(indices.shape[0]) if noise_std > 0 else None
+            steps.run_chunk(indices, mask, rows, lambda: average.update(next(counter)))
+        average.finalize()
+        return {"clipped_fraction": clipped, "batch_size": sizes}
     for step, idx in enumerate(backend.feed(sampler.batches(n_steps))):
         batch, logits = backend.forward(idx)
         targets = (onehot_t.index_select(1, idx),)
@@ -375,3 +399,23 @@ def train_dpsgd(backend, onehot, config, generator, units=None):
                 )
     average.finalize()
     return {"clipped_fraction": clipped, "batch_size": sizes}
+
+
+def _fixed_shape_mode(backend, sampler, optimizer, comm, config, device):
+    """How :func:`train_dpsgd` runs its steps: None (the eager loop over
+    Poisson batches), "eager" or "graph" (fixed-shape steps, see
+    :mod:`skdp._fixed_steps`; "graph" on CUDA with momentum SGD).
+
+    Fixed-shape steps apply to a linear backend trained on records (not
+    units) in one process, with rows gathered on the device and no
+    per-step debug output (``verbose``)."""
+    if FIXED_SHAPE_STEPS is False:
+        return None
+    if not (isinstance(backend, LinearBackend) and type(sampler) is PoissonSampler
+            and not comm.distributed and not config.verbose and not backend.prefetch
+            and not backend.rows.host_gather):
+        return None
+    graphed = torch.device(device).type == "cuda" and isinstance(optimizer, MomentumSGD)
+    if FIXED_SHAPE_STEPS is True:
+        return "graph" if graphed else "eager"
+    return "graph" if graphed and config.n_steps >= GRAPH_MIN_STEPS else None

@@ -23,7 +23,9 @@ from skdp import (
     DPSGDClassifier,
     DPSGDRegressor,
 )
+import skdp._training as training
 from _broken import scaled_noise
+from skdp._fixed_steps import FixedShapeSteps
 from skdp.distributed import launch
 from skdp.model_selection import PrivateGridSearchCV
 from skdp.preprocessing import DPStandardScaler
@@ -166,3 +168,30 @@ def test_nccl_launch_fits_like_one_process(name):
     assert fitted.epsilon_ == single.epsilon_
     assert repr(fitted.dp_event_) == repr(single.dp_event_)
     np.testing.assert_allclose(fitted.coef_, single.coef_, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["DPSGDClassifier", "DPSGDRegressor"])
+@pytest.mark.parametrize("batch_size", [32, 128])
+def test_cuda_graph_steps_learn_the_eager_model(name, batch_size, monkeypatch):
+    """A CUDA fit of 64 steps or more replays its fixed-shape step as a CUDA
+    graph; it spends the eager fit's epsilon and learns its model (the
+    padded batches' sums differ only in the order of their terms)."""
+    made = []
+    init = FixedShapeSteps.__init__
+
+    def recording_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(FixedShapeSteps, "__init__", recording_init)
+    estimator, X, y, fit_params = _case(name, "cuda")
+    estimator.set_params(batch_size=batch_size, max_epochs=4)
+    graphed = _quiet_fit(clone(estimator), X, y, fit_params)
+    assert graphed.n_steps_ >= training.GRAPH_MIN_STEPS
+    assert len(made) == 1 and made[0].graph is not None
+    monkeypatch.setattr(training, "FIXED_SHAPE_STEPS", False)
+    eager = _quiet_fit(clone(estimator), X, y, fit_params)
+    assert len(made) == 1
+    assert graphed.epsilon_ == eager.epsilon_
+    np.testing.assert_allclose(graphed.coef_, eager.coef_, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(graphed.intercept_, eager.intercept_, rtol=1e-3, atol=1e-4)

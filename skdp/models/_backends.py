@@ -235,6 +235,18 @@ class LinearBackend(_BatchRows):
         batch = self._gather(idx)
         return batch, self.weights @ batch.T
 
+    def new_batch(self, size):
+        """A batch tensor of ``size`` rows for :meth:`forward_into` (its bias
+        column filled)."""
+        return self._empty_batch(size)
+
+    def forward_into(self, idx, batch):
+        """:meth:`forward` with the rows ``idx`` gathered into ``batch`` (from
+        :meth:`new_batch`, as many rows as ``idx``): no allocation of its
+        own, so a captured step can replay it."""
+        batch = self._fill(idx, batch)
+        return batch, self.weights @ batch.T
+
     def clipped_grad_sum(self, idx, batch, logits_t, head, targets_t, max_norm):
         """Clipped per-sample gradient sum (list aligned with ``parameters``).
 

@@ -67,6 +67,10 @@ class TrainingRows:
             [0., 1.]])
     """
 
+    #: Whether a gather goes through the host (a row store): a step that
+    #: gathers so cannot be captured in a CUDA graph.
+    host_gather = False
+
     def __init__(self, data, dtype=None):
         self.data = data
         self.dtype = data.dtype if dtype is None else dtype
@@ -179,6 +183,8 @@ class StoreRows(TrainingRows):
     ``data`` is the store itself; nothing reads it whole but
     :meth:`tensor`.
     """
+
+    host_gather = True
 
     def __init__(self, store, dtype, device):
         self.data = store

@@ -122,3 +122,26 @@ class NoiseStream:
         row = self._block[self._used]
         self._used += 1
         return row
+
+    def next_rows(self, count):
+        """The next ``count`` vectors as the rows of one tensor of shape
+        ``(count, size)``: those ``count`` calls of :meth:`next` would
+        return, drawn at the same points of the generator's stream.
+
+        >>> import torch
+        >>> from skdp.privacy import NoiseStream
+        >>> rows = NoiseStream(3, torch.Generator().manual_seed(0), block_steps=2).next_rows(5)
+        >>> one_by_one = NoiseStream(3, torch.Generator().manual_seed(0), block_steps=2)
+        >>> torch.equal(rows, torch.stack([one_by_one.next() for _ in range(5)]))
+        True
+        """
+        parts = []
+        while count > 0:
+            self.next()  # draws a block when the last one is used up
+            take = min(count, self.block_steps - self._used + 1)
+            parts.append(self._block[self._used - 1:self._used - 1 + take])
+            self._used += take - 1
+            count -= take
+        if not parts:
+            return torch.empty((0, self.size), dtype=self.dtype, device=self.generator.device)
+        return parts[0] if len(parts) == 1 else torch.cat(parts)

@@ -115,11 +115,49 @@ class PoissonSampler:
         mean = self.n_samples * self.sampling_rate
         return int(mean + 6.0 * math.sqrt(mean * (1.0 - self.sampling_rate)) + 16)
 
+    def padded_batches(self, n_steps):
+        """The ``n_steps`` batches at a fixed shape, a chunk of steps at a time.
+
+        Yields, for each chunk of up to ``chunk_steps`` steps, ``indices``
+        (int64) and ``mask`` (bool), both of shape ``(steps, width)``: row
+        ``i`` holds step ``i``'s batch, its rows where ``mask`` is True (in
+        increasing order, first), then padding (the last row, masked out).
+        The random draws and the batches are those of :meth:`batches`, in
+        the same order; ``width`` is :attr:`padded_width` (public: it
+        depends on ``n_samples`` and ``sampling_rate`` only) except in a
+        chunk where a batch ran over it, which is wider. A step that
+        weights its rows by ``mask`` computes the sums of the Poisson batch
+        exactly, at a shape that does not change from step to step (what a
+        CUDA graph needs to replay it).
+
+        >>> import torch
+        >>> from skdp.privacy import PoissonSampler
+        >>> sampler = PoissonSampler(1000, 0.1, torch.Generator().manual_seed(0))
+        >>> indices, mask = next(sampler.padded_batches(3))
+        >>> indices.shape == mask.shape == (3, sampler.padded_width)
+        True
+        """
+        left = int(n_steps)
+        while left > 0:
+            size = min(self.chunk_steps, left)
+            positions = self._positions(size)
+            mask = positions <= self.n_samples
+            yield positions.clamp_(max=self.n_samples).long().sub_(1), mask
+            left -= size
+
+    @property
+    def padded_width(self):
+        """The width of :meth:`padded_batches`: the expected batch plus six
+        standard deviations and 16 (a batch is wider with probability
+        below 1e-9)."""
+        return self._width()
+
     def _chunk(self, n_steps):
         """The index tensors of ``n_steps`` batches: views of the rows of one
         tensor (a batch is a prefix of its step's candidate positions), so a
         chunk is one allocation of fixed size."""
-        positions, counts = self._positions(n_steps)
+        positions = self._positions(n_steps)
+        counts = self._counts(positions)
         indices = positions.long().sub_(1)
         del positions
         return [row[:count] for row, count in zip(indices, counts)]
@@ -127,14 +165,19 @@ class PoissonSampler:
     def _flat_chunk(self, n_steps):
         """The indices of ``n_steps`` batches, concatenated, and the size of
         each batch (a list: one host synchronisation per chunk)."""
-        positions, counts = self._positions(n_steps)
+        positions = self._positions(n_steps)
+        counts = self._counts(positions)
         return positions[positions <= self.n_samples].long().sub_(1), counts
+
+    def _counts(self, positions):
+        """The size of each step's batch (a list: one host synchronisation
+        per chunk)."""
+        return (positions <= self.n_samples).sum(1).tolist()
 
     def _positions(self, n_steps):
         """The 1-based candidate positions of ``n_steps`` batches, one row per
         step (increasing; a row's batch is its positions up to
-        ``n_samples``), and the size of each batch (a list: one host
-        synchronisation per chunk)."""
+        ``n_samples``)."""
         n = self.n_samples
         device = self.generator.device
         width = self._width()
@@ -143,7 +186,7 @@ class PoissonSampler:
         while bool((positions[:, -1] <= n).any()):
             more = self._geometric_gaps(n_steps, width, device).cumsum_(1)
             positions = torch.cat([positions, positions[:, -1:] + more], dim=1)
-        return positions, (positions <= n).sum(1).tolist()
+        return positions
 
     def _geometric_gaps(self, n_steps, width, device):
         """Geometric(q) variables on {1, 2, ...} by inversion, in float64.
