@@ -23,6 +23,6 @@ log=$out/gpu_checks_$commit.log
     echo "## tests/test_cuda.py"
     timeout 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py
     echo "## bench_scale.py --rows $rows --device cuda --batch-256 --eager-steps --max-epochs 1"
-    (cd benchmarks && timeout 240 python3 bench_scale.py --rows "$rows" --cache /tmp/skdp_scale \
+    (cd benchmarks && timeout 330 python3 bench_scale.py --rows "$rows" --cache /tmp/skdp_scale \
         --estimators dpsgd,sklearn --batch-256 --eager-steps --max-epochs 1 --device cuda)
 } 2>&1 | tee "$log"
