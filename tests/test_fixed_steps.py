@@ -126,3 +126,32 @@ def test_auto_keeps_the_eager_loop_off_cuda(monkeypatch):
         DPSGDClassifier(epsilon=1.0, random_state=0, verbose=1).fit(X[:500], y[:500])
     # forced: eager fixed-shape steps on the CPU; verbose keeps the eager loop
     assert seen[1:] == ["eager", None]
+
+
+def test_auto_captures_a_graph_on_cuda_for_long_fits_only():
+    """The choice itself (no GPU needed): "graph" on CUDA with momentum SGD
+    from GRAPH_MIN_STEPS steps on; the eager loop for shorter fits, other
+    optimizers, units, or per-step debug output."""
+    from skdp.models import LinearBackend
+    from skdp.privacy import LocalCommunicator, UnitSampler, bound_units
+
+    backend = LinearBackend(torch.zeros((100, 3)), 2)
+    generator = torch.Generator().manual_seed(0)
+    sampler = PoissonSampler(100, 0.1, generator)
+    sgd = training.make_optimizer("sgd", backend.parameters, 0.1)
+    adam = training.make_optimizer("adam", backend.parameters, 0.1)
+    comm = LocalCommunicator()
+
+    def mode(n_steps, optimizer=sgd, device="cuda", verbose=0, chosen=sampler):
+        config = training.DPSGDConfig(n_steps=n_steps, sampling_rate=0.1, max_grad_norm=1.0,
+                                      verbose=verbose)
+        return training._fixed_shape_mode(backend, chosen, optimizer, comm, config, device)
+
+    long = training.GRAPH_MIN_STEPS
+    assert mode(long) == "graph"
+    assert mode(long - 1) is None
+    assert mode(long, device="cpu") is None
+    assert mode(long, optimizer=adam) is None
+    assert mode(long, verbose=1) is None
+    units = UnitSampler(bound_units(np.arange(100) // 2, 50, 2, generator), 0.1, generator)
+    assert mode(long, chosen=units) is None

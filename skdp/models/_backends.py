@@ -55,8 +55,11 @@ def _release_free_memory():
         pass
 
 
-#: Rows per block when a linear backend computes its rows' squared norms.
+#: Rows per block when a linear backend computes its rows' squared norms:
+#: small on the CPU (the block stays in cache), large on an accelerator
+#: (where a small block's time is that of its kernel launches).
 _NORM_BLOCK = 2048
+_DEVICE_NORM_BLOCK = 2**16
 
 
 class _RecordWeights:
@@ -213,14 +216,15 @@ class LinearBackend(_BatchRows):
         """Squared norm of every row with its bias input, ``|x|^2 + 1``."""
         if self._row_sq_norms is None:
             n, d = self.rows.shape
-            block = torch.ones((min(n, _NORM_BLOCK), d + 1), dtype=self.rows.dtype,
+            size = _NORM_BLOCK if self.rows.device.type == "cpu" else _DEVICE_NORM_BLOCK
+            block = torch.ones((min(n, size), d + 1), dtype=self.rows.dtype,
                                device=self.rows.device)
             norms = torch.empty(n, dtype=self.rows.dtype, device=self.rows.device)
-            for start in range(0, n, _NORM_BLOCK):
-                rows = block[: min(_NORM_BLOCK, n - start)]
-                rows[:, :-1] = self.rows.block(start, start + _NORM_BLOCK)
+            for start in range(0, n, size):
+                rows = block[: min(size, n - start)]
+                rows[:, :-1] = self.rows.block(start, start + size)
                 # a product, not square(): torch's pow kernel is several times slower
-                norms[start:start + _NORM_BLOCK] = (rows * rows).sum(1)
+                norms[start:start + size] = (rows * rows).sum(1)
             self._row_sq_norms = norms
         return self._row_sq_norms
 
