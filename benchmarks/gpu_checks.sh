@@ -4,7 +4,8 @@
 # in the step loops, a data-parallel fit over nccl, the CUDA graph of the
 # fixed-shape steps), bench_cuda_steps.py (eager steps against the graph)
 # and bench_scale.py on CUDA, with scikit-learn's epoch on the machine's CPU
-# as the peer (extra options, e.g. --eager-steps, go to bench_scale.py).
+# as the peer (extra options, e.g. --eager-steps, go to bench_scale.py;
+# ROWS=0 runs the tests alone).
 #
 # Usage, from the repository root on a machine with a GPU:
 #     SKDP_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/gpu_checks.sh [ROWS [BENCH_SCALE_OPTIONS]]
@@ -24,6 +25,7 @@ log=$out/gpu_checks_$commit.log
 'numpy', numpy.__version__, 'nccl', torch.cuda.nccl.version())"
     echo "## tests/test_cuda.py"
     timeout 150 python3 -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py
+    [ "$rows" = 0 ] && exit 0
     echo "## bench_cuda_steps.py (eager steps against the CUDA graph)"
     (cd benchmarks && timeout 120 python3 bench_cuda_steps.py)
     echo "## bench_scale.py --rows $rows --device cuda --batch-256 --max-epochs 1 ${*:2}"

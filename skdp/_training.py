@@ -21,9 +21,11 @@ OPTIMIZERS = ("sgd", "adam")
 #: a CUDA graph, when a fit has at least :data:`GRAPH_MIN_STEPS` steps; True
 #: forces it wherever it applies (eagerly off CUDA: for tests), False never.
 FIXED_SHAPE_STEPS = "auto"
-#: Fewest steps for which "auto" captures a CUDA graph (a capture costs
-#: about as much as a few dozen eager steps).
-GRAPH_MIN_STEPS = 64
+#: Fewest steps for which "auto" captures a CUDA graph: a capture costs
+#: about 2 ms and three eager warm-up steps, a replayed step saves 0.07-0.17
+#: ms (H200, benchmarks/bench_cuda_steps.py), so a graph pays from about 20
+#: steps on.
+GRAPH_MIN_STEPS = 32
 
 
 @contextmanager

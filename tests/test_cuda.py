@@ -124,7 +124,7 @@ def test_pipeline_with_private_preprocessing_on_cuda():
 
 def _sync_sites(name, max_steps):
     """Host synchronisations during one CUDA fit, counted per source line."""
-    estimator, X, y, fit_params = _case(name.removesuffix("-graph"), "cuda")
+    estimator, X, y, fit_params = _case(name.removesuffix("-eager"), "cuda")
     estimator.set_params(max_steps=max_steps)
     torch.cuda.synchronize()
     with warnings.catch_warnings(record=True) as caught:
@@ -138,17 +138,16 @@ def _sync_sites(name, max_steps):
                    if "synchroniz" in str(w.message))
 
 
-@pytest.mark.parametrize("name", ["DPSGDClassifier", "DPSGDClassifier-graph",
+@pytest.mark.parametrize("name", ["DPSGDClassifier", "DPSGDClassifier-eager",
                                   "DPSGDClassifier-mlp", "DPSGDRegressor",
                                   "DPRateConstrainedClassifier", "DPFERMIClassifier-1-silo",
                                   "DPDROClassifier"])
 def test_step_loop_makes_no_host_synchronisation(name, monkeypatch):
     """Ten times the steps, no more synchronisations than a chunk of steps
-    accounts for: the loop itself never waits for the GPU ("-graph": both
-    fits replay their steps as a CUDA graph; without it, 40 steps run the
-    eager loop)."""
-    if name.endswith("-graph"):
-        monkeypatch.setattr(training, "GRAPH_MIN_STEPS", 1)
+    accounts for: the loop itself never waits for the GPU (DP-SGD's linear
+    fits replay their steps as a CUDA graph, "-eager" runs its eager loop)."""
+    if name.endswith("-eager"):
+        monkeypatch.setattr(training, "FIXED_SHAPE_STEPS", False)
     few = _sync_sites(name, 40)
     many = _sync_sites(name, 400)
     growing = (many - few).most_common(5)
