@@ -314,7 +314,10 @@ def returned_model_pass(estimator, X, state, report):
     release of the fit reads them (:attr:`FitRelease.reads_row_norms`; a
     linear model's), from the pass's float64 blocks, else None."""
     norms = state.returned_row_sq_norms  # training's, when it computed them
-    if norms is None and estimator.module_state_ is None and any(
+    if norms is not None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            return estimator._decision(X), norms
+    if estimator.module_state_ is None and any(
             release.reads_row_norms and release.applies(estimator)
             and (not report.private or release.planned(report))
             for release in estimator._fit_releases):

@@ -180,6 +180,7 @@ class BaseDPEstimator(
         backend = make_backend(X_t, n_outputs, module)
         if getattr(self, "_rows_on_disk", False) and X_t.device.type == "cpu":
             backend.prefetch = self._prefetch_from_disk
+        backend.prepare()
         return backend
 
     def _linear_by_settings(self):

@@ -160,6 +160,10 @@ class _BatchRows(_RecordWeights):
         if training computed them, else None; this backend never does."""
         return None
 
+    def prepare(self):
+        """Do the backend's passes over the rows before training (which may
+        run on one thread): nothing here."""
+
     def _gather(self, idx):
         """The rows ``idx`` (a fresh tensor): gathered ahead by :meth:`feed`,
         or now."""
@@ -233,6 +237,14 @@ class LinearBackend(_BatchRows):
         sum computed them, else None: the releases after training read them
         instead of computing them again."""
         return self._row_sq_norms
+
+    def prepare(self):
+        """Compute the rows' squared norms now, on the process's threads: a
+        pass over every row that training (on one thread for a linear model
+        on the CPU) would otherwise make at its first step. Each row's norm
+        is reduced by one thread in a fixed order, so the values do not
+        depend on the number of threads."""
+        return self._sq_norms
 
     def forward(self, idx):
         """Return ``(batch, logits_t)`` for the rows ``idx``; logits class-major."""
