@@ -20,8 +20,11 @@ from skdp import (
 from skdp._fit.calibration import (
     MIN_TEMPERATURE_SCALE,
     N_BINS,
+    SCORE_BOUND,
     calibration_counts,
     fit_score_map,
+    score_bin_codes,
+    score_bins,
 )
 from skdp.privacy import compute_epsilon
 
@@ -185,3 +188,21 @@ def test_weighted_records_add_at_most_one():
     scores = np.array([0.1, 0.1, 3.0])
     counts = calibration_counts(scores, np.array([1, 1, 0]), np.array([0.25, 5.0, 0.5]))
     assert counts.sum() == pytest.approx(0.25 + 1.0 + 0.5)
+
+
+_EDGES = score_bins()[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(
+    st.floats(-SCORE_BOUND, SCORE_BOUND),
+    st.sampled_from(list(_EDGES)).flatmap(
+        lambda edge: st.sampled_from([edge, np.nextafter(edge, np.inf),
+                                      np.nextafter(edge, -np.inf)])).map(
+        lambda v: float(np.clip(v, -SCORE_BOUND, SCORE_BOUND)))), min_size=1, max_size=50))
+def test_score_bins_by_asinh_are_searchsorted_bins(values):
+    """The arithmetic binning is searchsorted's, on the edges and one ulp
+    either side of them too."""
+    scores = np.array(values, dtype=np.float64)
+    expected = np.clip(np.searchsorted(_EDGES, scores, side="right") - 1, 0, N_BINS - 1)
+    np.testing.assert_array_equal(score_bin_codes(scores), expected)
