@@ -8,6 +8,7 @@ converted to float64 whole.
 """
 
 import mmap
+import warnings
 
 import numpy as np
 import torch
@@ -92,13 +93,30 @@ def linear_scores(X, coef, intercept, row_norms=None):
             row_norms[:] = row_sq_norms(X)
         return X @ coef + intercept
     out = np.empty((X.shape[0],) + np.shape(coef)[1:], dtype=np.float64)
+    # torch converts and multiplies on the process's threads (numpy converts
+    # on one); each row's score is one thread's dot product, whatever the
+    # number of threads
+    coef = torch.as_tensor(np.asarray(coef, dtype=np.float64))
+    intercept = torch.as_tensor(np.broadcast_to(
+        np.asarray(intercept, dtype=np.float64), out.shape[1:]).copy())
+    product = torch.addmv if coef.dim() == 1 else torch.addmm
+    scores = torch.from_numpy(out)
     for start in range(0, X.shape[0], PRODUCT_BLOCK):
         stop = start + PRODUCT_BLOCK
-        block = np.asarray(X[start:stop], dtype=np.float64)
-        out[start:stop] = block @ coef + intercept
+        block = _read_only_tensor(np.asarray(X[start:stop])).double()
+        product(intercept, block, coef, out=scores[start:stop])
         if row_norms is not None:
-            row_norms[start:stop] = np.einsum("ij,ij->i", block, block)
+            values = block.numpy()
+            row_norms[start:stop] = np.einsum("ij,ij->i", values, values)
     return out
+
+
+def _read_only_tensor(array):
+    """``torch.from_numpy(array)`` without torch's warning for a read-only
+    array (a block of a read-only memmap): it is only read."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(np.ascontiguousarray(array))
 
 
 def row_sq_norms(X):
