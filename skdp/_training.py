@@ -349,6 +349,12 @@ def train_dpsgd(backend, onehot, config, generator, units=None):
         gradients whose norm exceeded ``max_grad_norm`` (non-private debug
         output; only exposed when the estimator's ``verbose`` is on) and
         ``"batch_size"``: realised batch sizes (likewise non-private).
+
+    Notes
+    -----
+    On CUDA a linear backend's steps run at a fixed shape and are replayed
+    as a CUDA graph (:mod:`skdp._fixed_steps`, :data:`FIXED_SHAPE_STEPS`):
+    the same batches and noise, drawn in the same order.
     """
     n_steps, verbose = config.n_steps, config.verbose
     # in a data-parallel fit, onehot holds this rank's rows: the root samples
