@@ -314,14 +314,12 @@ def returned_model_pass(estimator, X, state, report):
     release of the fit reads them (:attr:`FitRelease.reads_row_norms`; a
     linear model's), from the pass's float64 blocks, else None."""
     norms = state.returned_row_sq_norms  # training's, when it computed them
-    if norms is not None:
-        with np.errstate(invalid="ignore", over="ignore"):
-            return estimator._decision(X), norms
-    if estimator.module_state_ is None and any(
+    filled = None  # the norms the pass computes, when training did not
+    if norms is None and estimator.module_state_ is None and any(
             release.reads_row_norms and release.applies(estimator)
             and (not report.private or release.planned(report))
             for release in estimator._fit_releases):
-        norms = np.empty(X.shape[0], dtype=np.float64)
+        norms = filled = np.empty(X.shape[0], dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
-        scores = estimator._decision(X, row_norms=norms)
+        scores = estimator._decision(X, row_norms=filled)
     return scores, norms

@@ -8,13 +8,12 @@ converted to float64 whole.
 """
 
 import mmap
-import warnings
 
 import numpy as np
 import torch
 from sklearn.utils.validation import _check_y, check_consistent_length, validate_data
 
-from ..models import is_row_store, training_rows
+from ..models import is_row_store, shared_tensor, training_rows
 
 __all__ = ["PREDICT_BLOCK", "PRODUCT_BLOCK", "SCORE_BLOCK", "check_representable", "is_file_backed",
            "linear_scores", "module_outputs", "row_blocks", "row_sq_norms", "to_training_rows",
@@ -103,20 +102,13 @@ def linear_scores(X, coef, intercept, row_norms=None):
     scores = torch.from_numpy(out)
     for start in range(0, X.shape[0], PRODUCT_BLOCK):
         stop = start + PRODUCT_BLOCK
-        block = _read_only_tensor(np.asarray(X[start:stop])).double()
+        block = shared_tensor(np.ascontiguousarray(X[start:stop])).double()
         product(intercept, block, coef, out=scores[start:stop])
         if row_norms is not None:
             values = block.numpy()
             row_norms[start:stop] = np.einsum("ij,ij->i", values, values)
     return out
 
-
-def _read_only_tensor(array):
-    """``torch.from_numpy(array)`` without torch's warning for a read-only
-    array (a block of a read-only memmap): it is only read."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(np.ascontiguousarray(array))
 
 
 def row_sq_norms(X):

@@ -5,7 +5,8 @@ from ._backends import LinearBackend, ModuleBackend, make_backend
 from ._check import CHECK_LOSS_BOUND, CHECK_SHARE, check_sums, check_terms
 from ._factories import make_mlp
 from ._heads import CrossEntropyHead, SquaredLossHead, WeightedHead
-from ._rows import StoreRows, TrainingRows, gather_store_rows, is_row_store, training_rows
+from ._rows import (StoreRows, TrainingRows, gather_store_rows, is_row_store, shared_tensor,
+                    training_rows)
 
 __all__ = [
     "CHECK_LOSS_BOUND",
@@ -23,5 +24,6 @@ __all__ = [
     "is_row_store",
     "make_backend",
     "make_mlp",
+    "shared_tensor",
     "training_rows",
 ]

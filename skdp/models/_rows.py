@@ -32,10 +32,18 @@ ROW_BLOCK = 65536
 CONVERT_ONCE_BYTES = 256 * 2**20
 
 
-def _shared_tensor(array):
+def shared_tensor(array):
     """``torch.from_numpy(array)`` (no copy) for a numeric array, also a
     read-only one: torch's warning that writing to it would be undefined
-    is moot, since training never writes to its rows."""
+    is moot, since training and scoring never write to the rows.
+
+    >>> import numpy as np
+    >>> from skdp.models import shared_tensor
+    >>> rows = np.arange(4.0)
+    >>> rows.flags.writeable = False
+    >>> shared_tensor(rows).tolist()
+    [0.0, 1.0, 2.0, 3.0]
+    """
     if array.dtype.kind not in "fiub":
         return torch.as_tensor(array)
     with warnings.catch_warnings():
@@ -244,7 +252,7 @@ def training_rows(array, device, dtype, *, convert_once=True):
     if is_row_store(array):
         return StoreRows(array, dtype, device)
     array = np.ascontiguousarray(array)
-    data = _shared_tensor(array)
+    data = shared_tensor(array)
     if torch.device(device).type != "cpu" or not data.is_floating_point():
         return TrainingRows(data.to(device=device, dtype=dtype))
     copy_bytes = data.numel() * torch.empty((), dtype=dtype).element_size()
