@@ -9,6 +9,9 @@ logits are inf - inf), and a record alone in its own group.
 
 import numpy as np
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skdp import (
     DPBilevelLogisticRegression,
@@ -22,6 +25,7 @@ from skdp import (
 )
 from skdp.datasets import make_fair_classification
 from skdp.federated import FermiSilo
+from skdp.models import top_class
 from skdp.preprocessing import DPMinMaxScaler, DPStandardScaler
 
 N = 1200
@@ -192,3 +196,19 @@ def test_multiclass_check_survives_one_extreme_record(kind, hidden):
                               random_state=0).fit(_with_extreme(X, kind), y3)
     _assert_same_finiteness(clean, extreme)
     assert np.isfinite(extreme.prediction_counts_).all() and np.isfinite(extreme.check_log_loss_)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_classes=st.integers(1, 4),
+    values=st.lists(st.sampled_from([0.0, 1.0, -1.0, 2.5, 3e38, -3e38, np.inf, -np.inf, np.nan]),
+                    min_size=4, max_size=48),
+    dtype=st.sampled_from([torch.float64, torch.float32]),
+)
+def test_top_class_is_argmax_with_ties_and_non_finite_logits(n_classes, values, dtype):
+    # the check's predicted class: argmax's answer (first on ties, NaN
+    # counted largest), whichever path computes it
+    rows = len(values) // n_classes
+    logits = torch.tensor(values[: rows * n_classes], dtype=dtype).reshape(rows, n_classes)
+    assert torch.equal(top_class(logits), logits.argmax(1))
+    assert torch.equal(top_class(logits.T, dim=0), logits.T.argmax(0))

@@ -2,7 +2,7 @@
 of a returned model's private check."""
 
 from ._backends import LinearBackend, ModuleBackend, make_backend
-from ._check import CHECK_LOSS_BOUND, CHECK_SHARE, check_sums, check_terms
+from ._check import CHECK_LOSS_BOUND, CHECK_SHARE, check_sums, check_terms, top_class
 from ._factories import make_mlp
 from ._heads import CrossEntropyHead, SquaredLossHead, WeightedHead
 from ._rows import (StoreRows, TrainingRows, gather_store_rows, is_row_store, shared_tensor,
@@ -25,5 +25,6 @@ __all__ = [
     "make_backend",
     "make_mlp",
     "shared_tensor",
+    "top_class",
     "training_rows",
 ]

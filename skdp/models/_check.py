@@ -7,7 +7,7 @@ the model on their own records, compute the same vector.
 
 import torch
 
-__all__ = ["CHECK_LOSS_BOUND", "CHECK_SHARE", "check_sums", "check_terms"]
+__all__ = ["CHECK_LOSS_BOUND", "CHECK_SHARE", "check_sums", "check_terms", "top_class"]
 
 #: Per-record bound of the log-loss the check sums (it sums the clipped loss
 #: over this bound, so that one record adds at most 1).
@@ -15,6 +15,27 @@ CHECK_LOSS_BOUND = 10.0
 
 #: Share of a fit's budget (GDP ``mu^2``) that the check spends.
 CHECK_SHARE = 0.02
+
+
+def top_class(logits, dim=1):
+    """What ``logits.argmax(dim)`` returns -- the index of the largest logit,
+    the first on ties, a NaN counted largest -- computed faster: for two
+    classes one comparison, else ``max``'s indices (``argmax`` over a short
+    dimension is several times slower in torch on the CPU).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.models import top_class
+    >>> logits = torch.tensor([[0.0, 1.0], [2.0, 2.0], [float("nan"), 0.0], [0.0, float("nan")]])
+    >>> top_class(logits).tolist(), logits.argmax(1).tolist()
+    ([1, 0, 0, 1], [1, 0, 0, 1])
+    """
+    if logits.shape[dim] != 2:
+        return logits.max(dim).indices
+    first, second = logits.unbind(dim)
+    # second wins when larger, or when it alone is NaN
+    return (second > first).logical_or_(second.isnan().logical_and_(first.isnan().logical_not_())).long()
 
 
 def check_sums(logits, y_codes, groups, n_groups, weights=None):
@@ -62,7 +83,7 @@ def check_terms(logits, y_codes, groups, n_groups, weights=None):
     n_classes = logits.shape[1]
     logits = logits.double().nan_to_num(nan=0.0)
     log_p = torch.log_softmax(logits, dim=1)
-    predicted = logits.argmax(1)
+    predicted = top_class(logits)
     cells = (groups * n_classes + y_codes) * n_classes + predicted
     weights = None if weights is None else weights.double()
     counts = torch.bincount(cells, weights=weights,

@@ -54,7 +54,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from ..._training import TailAverage, make_optimizer, one_torch_thread
-from ...models import LinearBackend, check_sums, make_backend
+from ...models import LinearBackend, check_sums, make_backend, top_class
 from ...privacy import (
     LocalCommunicator,
     PoissonSampler,
@@ -707,7 +707,7 @@ def silo_check(backend, data, start, stop, groups, n_groups, std, generator, wei
     for a, b in _blocks(start, stop):
         positions = torch.arange(a, b, device=data.records.device)
         logits_t = backend.forward(data.backend_rows(positions))[1]
-        labels = data.records[2:, a:b].argmax(0)
+        labels = top_class(data.records[2:, a:b], dim=0)
         values += check_sums(logits_t.T, labels, groups[a - start:b - start], n_groups,
                               None if weights is None else weights[a - start:b - start])
     return _noisy(values, std, generator, comm)

@@ -20,6 +20,7 @@ from ..._fit.releases import ClassCounts, ScoreCalibration
 from ..._fit.state import FitState
 from ..._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..._groups import encode_groups
+from ...models import top_class
 from ...exceptions import ClippingWarning, ConstraintWarning
 from ...privacy import (
     MET,
@@ -890,7 +891,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
             for step, params in checkpoints:
                 for p, saved in zip(backend.parameters, params):
                     p.copy_(saved)
-                pred = torch.cat([backend.predict_logits(block).argmax(1)
+                pred = torch.cat([top_class(backend.predict_logits(block))
                                   for block in X_t.blocks()]).cpu().numpy()
                 accuracy = float(np.mean(pred == y_codes))
                 values = evaluate_hard_constraints(self.constraints_, y_codes, pred, group_codes)
