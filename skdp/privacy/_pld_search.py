@@ -26,7 +26,7 @@ import math
 import dp_accounting as dpa
 import numpy as np
 from dp_accounting.pld import privacy_loss_mechanism as plm
-from scipy import fft, signal
+from scipy import fft, signal, special
 
 # dp-accounting's defaults for a Gaussian PLD and its self-composition
 _LOG_MASS_TRUNCATION = -50.0
@@ -40,7 +40,29 @@ def _log_a_exp_b_plus_c(a, b, c):
     return np.where(b == 0, np.log(a + c), out)
 
 
-def _hockey_stick(loss, epsilons, sigma, q, adjacency):
+def _mu_upper_cdf(x, sigma, q, adjacency):
+    """dp-accounting's ``mu_upper_cdf`` of a sensitivity-1 Gaussian loss: the
+    same ``ndtr`` that its ``scipy.stats.norm`` evaluates, without that
+    distribution's per-call overhead."""
+    if adjacency == plm.AdjacencyType.ADD:
+        return special.ndtr(x / sigma)
+    if q == 1.0:
+        return special.ndtr((x + 1) / sigma)
+    return (1 - q) * special.ndtr(x / sigma) + q * special.ndtr((x + 1) / sigma)
+
+
+def _mu_lower_log_cdf(x, sigma, q, adjacency):
+    """dp-accounting's ``mu_lower_log_cdf`` of a sensitivity-1 Gaussian loss
+    (``log_ndtr``, as :func:`_mu_upper_cdf`)."""
+    if adjacency == plm.AdjacencyType.REMOVE:
+        return special.log_ndtr(x / sigma)
+    if q == 1.0:
+        return special.log_ndtr((x - 1) / sigma)
+    return np.logaddexp(np.log1p(-q) + special.log_ndtr(x / sigma),
+                        np.log(q) + special.log_ndtr((x - 1) / sigma))
+
+
+def _hockey_stick(epsilons, sigma, q, adjacency):
     """Hockey-stick divergence of one (subsampled) Gaussian step at ``epsilons``.
 
     The privacy loss is non-increasing in x, so the divergence at eps is
@@ -70,7 +92,8 @@ def _hockey_stick(loss, epsilons, sigma, q, adjacency):
     if adjacency == plm.AdjacencyType.ADD:
         cutoffs = cutoffs + 1.0
     eps_in = epsilons[inside]
-    deltas[inside] = loss.mu_upper_cdf(cutoffs) - np.exp(eps_in + loss.mu_lower_log_cdf(cutoffs))
+    deltas[inside] = (_mu_upper_cdf(cutoffs, sigma, q, adjacency)
+                      - np.exp(eps_in + _mu_lower_log_cdf(cutoffs, sigma, q, adjacency)))
     return np.clip(deltas, 0.0, 1.0)
 
 
@@ -84,7 +107,7 @@ def _step_pmf(sigma, q, adjacency, discretization):
     bounds = loss.connect_dots_bounds()
     lower = math.floor(bounds.epsilon_lower / discretization)
     upper = math.ceil(bounds.epsilon_upper / discretization)
-    deltas = _hockey_stick(loss, np.arange(lower, upper + 1) * discretization, sigma, q, adjacency)
+    deltas = _hockey_stick(np.arange(lower, upper + 1) * discretization, sigma, q, adjacency)
     if lower == upper:
         return lower, np.array([1.0 - deltas[0]]), float(deltas[0])
     deltas = np.minimum.accumulate(deltas)
