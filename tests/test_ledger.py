@@ -195,6 +195,43 @@ def test_a_failure_before_the_first_release_charges_nothing(ledger_path):
     assert ledger.entries == []
 
 
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("name", ["DPSGDClassifier", "DPSGDRegressor",
+                                  "DPRateConstrainedClassifier", "DPDROClassifier",
+                                  "DPBilevelLogisticRegression"])
+def test_non_finite_X_is_refused_before_anything_is_charged(ledger_path, name, value, dtype):
+    # validation leaves X's finiteness to the fit, which reads it from the
+    # rows' norms: the error must still come first, and be the same error
+    import skdp
+
+    ledger = _ledger(ledger_path)
+    X, y = _xy()
+    X = X.astype(dtype)
+    X[7, 1] = value
+    if name.endswith("Regressor"):
+        y = (np.arange(len(y)) % 3).astype(np.float64)
+    kwargs = {"sensitive_features": np.arange(len(y)) % 2} if "Constrained" in name else {}
+    estimator = getattr(skdp, name)(random_state=0)
+    with pytest.raises(ValueError, match="X contains missing or infinite values"), \
+            ledger.charging():
+        estimator.fit(X, y, **kwargs)
+    assert ledger.entries == []
+
+
+def test_a_finite_row_too_large_to_square_still_fits(ledger_path):
+    # its float32 squared norm overflows, so the fit asks scikit-learn, which
+    # finds every value finite
+    ledger = _ledger(ledger_path)
+    X, y = _xy()
+    X = X.astype(np.float32)
+    X[3] = 3e38
+    with ledger.charging():
+        clf = DPSGDClassifier(max_steps=10, random_state=0).fit(X, y)
+    assert np.isfinite(clf.coef_).all() and len(ledger.entries) == 1
+
+
 def test_a_fit_that_fails_after_its_reservation_stays_charged(ledger_path, monkeypatch):
     ledger = _ledger(ledger_path)
 

@@ -11,13 +11,14 @@ import mmap
 
 import numpy as np
 import torch
-from sklearn.utils.validation import _check_y, check_consistent_length, validate_data
+from sklearn.utils.validation import (_check_y, assert_all_finite, check_consistent_length,
+                                      validate_data)
 
 from ..models import is_row_store, shared_tensor, training_rows
 
 __all__ = ["PREDICT_BLOCK", "PRODUCT_BLOCK", "SCORE_BLOCK", "check_representable", "is_file_backed",
-           "linear_scores", "module_outputs", "row_blocks", "row_sq_norms", "to_training_rows",
-           "validated_X_y", "validated_store"]
+           "check_finite_X", "linear_scores", "module_outputs", "row_blocks", "row_sq_norms",
+           "to_training_rows", "validated_X_y", "validated_store"]
 
 
 #: Rows per forward pass of a torch module at prediction time.
@@ -121,15 +122,20 @@ def row_sq_norms(X):
     return out
 
 
-def validated_X_y(estimator, X, y, **kwargs):
+def validated_X_y(estimator, X, y, *, defer_finite=False, **kwargs):
     """``validate_data(estimator, X, y, ...)`` with a hint for text columns.
 
     A row store (:func:`~skdp.models.is_row_store`, e.g. an
     ``h5py.Dataset``) is checked a block of rows at a time and returned as it
-    is, never read whole (:func:`validated_store`).
+    is, never read whole (:func:`validated_store`). With ``defer_finite`` the
+    finiteness of an array ``X`` is not checked here: the caller must call
+    :func:`check_finite_X` (or learn it from the rows' norms) before anything
+    reads ``X``'s values; ``y`` is checked as always.
     """
     if is_row_store(X):
         return validated_store(estimator, X, y, **kwargs)
+    if defer_finite:
+        kwargs["ensure_all_finite"] = False
     try:
         return validate_data(
             estimator, X, y, dtype=[np.float64, np.float32], reset=True, **kwargs
@@ -141,14 +147,28 @@ def validated_X_y(estimator, X, y, **kwargs):
                 "with skdp.preprocessing.DPOneHotEncoder in a Pipeline."
             ) from exc
         if "contains NaN" in str(exc) or "contains infinity" in str(exc):
-            # scikit-learn's advice names its non-private imputer
-            raise ValueError(
-                f"X contains missing or infinite values ({str(exc).splitlines()[0]}). Fill them "
-                "privately first, e.g. with skdp.preprocessing.DPSimpleImputer in a Pipeline "
-                "(scikit-learn's SimpleImputer would read the fill values from the data without "
-                "differential privacy), or drop those rows."
-            ) from exc
+            raise _non_finite_error(exc) from exc
         raise
+
+
+def _non_finite_error(exc):
+    """The error for scikit-learn's ``exc`` about NaN or infinite values in X
+    (scikit-learn's advice names its non-private imputer)."""
+    return ValueError(
+        f"X contains missing or infinite values ({str(exc).splitlines()[0]}). Fill them "
+        "privately first, e.g. with skdp.preprocessing.DPSimpleImputer in a Pipeline "
+        "(scikit-learn's SimpleImputer would read the fill values from the data without "
+        "differential privacy), or drop those rows."
+    )
+
+
+def check_finite_X(estimator, X):
+    """The finiteness check of :func:`validated_X_y`, for an ``X`` validated
+    with ``defer_finite=True``: scikit-learn's, with the same error."""
+    try:
+        assert_all_finite(X, estimator_name=type(estimator).__name__, input_name="X")
+    except ValueError as exc:
+        raise _non_finite_error(exc) from exc
 
 
 def check_representable(array, dtype):

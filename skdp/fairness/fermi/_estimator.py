@@ -358,6 +358,10 @@ class DPFERMIClassifier(BaseDPClassifier):
     #: Trained by :func:`skdp.distributed.fit_data_parallel` (one silo).
     _data_parallel = True
 
+    # its fit does not run BaseDPEstimator._fit_private: X is checked for
+    # finite values when it is validated
+    _finite_check_with_norms = False
+
     _released_attributes = BaseDPClassifier._released_attributes | {
         "W_", "history_", "group_priors_", "w_clip_", "w_radius_", "small_groups_",
     }
