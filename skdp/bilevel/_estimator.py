@@ -34,6 +34,7 @@ from .._fit.columns import split_fit_only_columns
 from .._fit.regressor import BaseDPRegressor
 from .._fit.state import FitState
 from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
+from ..models import one_hot
 from ..privacy import (
     BatchReleases,
     PrivacyBudgetError,
@@ -962,8 +963,7 @@ class DPBilevelLogisticRegression(_DPBilevelMixin, BaseDPClassifier):
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
 
         def onehot(report, generator, device, weights=None):
-            codes = torch.as_tensor(y_codes, device=device)
-            return torch.nn.functional.one_hot(codes, len(self.classes_)).double()
+            return one_hot(y_codes, len(self.classes_), torch.float64, device)
 
         return self._tune(X, onehot, len(self.classes_), validation_mask, unit_ids=unit_ids,
                           y_codes=y_codes, sample_weight=sample_weight, previous=previous)

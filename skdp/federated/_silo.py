@@ -45,7 +45,7 @@ from ..fairness.fermi.protocol import (
     silo_privacy_report,
     silo_unit_bounds,
 )
-from ..models import make_mlp, training_rows
+from ..models import make_mlp, one_hot, training_rows
 from ..privacy import PrivacyBudgetError
 from ..privacy.ledger import LedgerError, PrivacyLedger
 
@@ -530,9 +530,7 @@ class FermiSilo:
             elif settings["hidden_layer_sizes"]:
                 module = make_mlp(X_t.shape[1], n_classes, tuple(settings["hidden_layer_sizes"]))
             y_codes, _ = self._codes(settings)
-            onehot = torch.nn.functional.one_hot(
-                torch.as_tensor(y_codes, device=self.device), n_classes
-            ).to(X_t.dtype)
+            onehot = one_hot(y_codes, n_classes, X_t.dtype, self.device)
             cells, _ = self._cells(settings)
             _, groups = self._codes(settings)
             self._cache[key] = SiloWorker(X_t, onehot, cells, n_cells, module,

@@ -13,7 +13,7 @@ from .._fit.options import BASE_SOLVER_OPTIONS, SolverOption, document_solver_op
 from .._fit.state import FitState
 from .._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from .._training import DPSGDConfig, train_dpsgd
-from ..models import CrossEntropyHead
+from ..models import CrossEntropyHead, one_hot
 from ..privacy import BatchReleases, Release, ReleasePlan, current_communicator
 
 
@@ -494,8 +494,7 @@ class DPSGDClassifier(_DPSGDMixin, BaseDPClassifier):
         sample_weight = self._validated_sample_weight(sample_weight, X, y_codes)
 
         def onehot(report, generator, device, weights=None):
-            codes = torch.as_tensor(y_codes, device=device)
-            return torch.nn.functional.one_hot(codes, len(self.classes_)).to(torch.float32)
+            return one_hot(y_codes, len(self.classes_), torch.float32, device)
 
         return self._fit_dpsgd(X, onehot, CrossEntropyHead(), y_codes=y_codes,
                                group_codes=group_codes, sample_weight=sample_weight,

@@ -11,6 +11,27 @@ classes is fast.
 import torch
 
 
+def one_hot(codes, n_classes, dtype, device=None):
+    """One-hot rows of integer class ``codes``, shape (n, n_classes), in
+    ``dtype``: a transposed view of a class-major (n_classes, n) tensor,
+    the layout in which the trainers gather a batch's targets (so their
+    ``.T.contiguous()`` is free), written once in ``dtype``
+    (``torch.nn.functional.one_hot`` builds int64 rows and converts them:
+    twice the time, and a transposed copy after it).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdp.models import one_hot
+    >>> rows = one_hot([1, 0, 1], 2, torch.float32)
+    >>> rows.tolist(), rows.T.is_contiguous()
+    ([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]], True)
+    """
+    codes = torch.as_tensor(codes, device=device).reshape(1, -1)
+    table = torch.zeros((n_classes, codes.shape[1]), dtype=dtype, device=codes.device)
+    return table.scatter_(0, codes, 1.0).T
+
+
 class CrossEntropyHead:
     """Softmax cross-entropy of logits against one-hot targets.
 

@@ -20,7 +20,7 @@ from ..._fit.releases import ClassCounts, ScoreCalibration
 from ..._fit.state import FitState
 from ..._fit.units import MAX_RECORDS_PER_UNIT, UNIT_CONSTRAINTS
 from ..._groups import encode_groups
-from ...models import top_class
+from ...models import one_hot, top_class
 from ...exceptions import ClippingWarning, ConstraintWarning
 from ...privacy import (
     MET,
@@ -716,9 +716,7 @@ class DPRateConstrainedClassifier(BaseDPClassifier):
         state.noise = self._noise(report)
         state.X_t = X_t
         # stored class-major (a transposed view), as the trainer reads it
-        onehot = torch.nn.functional.one_hot(
-            torch.as_tensor(state.y_codes, device=device), state.n_classes
-        ).to(X_t.dtype).T.contiguous().T
+        onehot = one_hot(state.y_codes, state.n_classes, X_t.dtype, device)
         atom_cell = np.asarray(self.constraints_.atom_cell)
         n_cells = self.constraints_.n_cells
         cells = atom_cell[state.y_codes, state.group_codes]
