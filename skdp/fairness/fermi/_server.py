@@ -28,6 +28,7 @@ units (:func:`~skdp.fairness.fermi.protocol.silo_unit_bounds`).
 Nothing here imports scikit-learn or Flower.
 """
 
+import importlib
 import math
 import time
 import warnings
@@ -633,9 +634,17 @@ def register_engine(name, fit):
     _ENGINES[name] = fit
 
 
+#: Engines another skdp package provides, by the package that registers
+#: them: imported on first use (``import skdp`` loads its packages lazily).
+_PROVIDERS = {"flower-simulation": "skdp.federated"}
+
+
 def engine(name):
-    """The fit function of a registered engine, or an ImportError saying how
-    to get it."""
+    """The fit function of a registered engine (importing the package that
+    provides it, when skdp knows it), or an ImportError saying how to get
+    it."""
+    if name not in _ENGINES and name in _PROVIDERS:
+        importlib.import_module(_PROVIDERS[name])  # registers the engine
     if name not in _ENGINES:
         raise ImportError(
             f"engine={name!r} is provided by skdp.federated, which did not register it; "
