@@ -220,6 +220,45 @@ def test_non_finite_X_is_refused_before_anything_is_charged(ledger_path, name, v
     assert ledger.entries == []
 
 
+@pytest.mark.parametrize("value", [1e39, -1e300])
+@pytest.mark.parametrize("name", ["DPSGDClassifier", "DPSGDRegressor",
+                                  "DPRateConstrainedClassifier", "DPDROClassifier", "MLP"])
+def test_X_beyond_float32_is_refused_before_anything_is_charged(ledger_path, name, value):
+    # the range check is read from the rows' float32 norms too (the value
+    # becomes an infinity there; an MLP computes no norms and checks): the
+    # same error, no overflow warning of the conversion first, and nothing
+    # charged
+    import skdp
+
+    ledger = _ledger(ledger_path)
+    X, y = _xy()
+    X[11, 0] = value
+    if name.endswith("Regressor"):
+        y = (np.arange(len(y)) % 3).astype(np.float64)
+    kwargs = {"sensitive_features": np.arange(len(y)) % 2} if "Constrained" in name else {}
+    if name == "MLP":
+        estimator = skdp.DPSGDClassifier(hidden_layer_sizes=(4,), random_state=0)
+    else:
+        estimator = getattr(skdp, name)(random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="too large for torch.float32"), \
+                ledger.charging():
+            estimator.fit(X, y, **kwargs)
+    assert ledger.entries == []
+
+
+def test_float64_X_at_the_float32_maximum_fits(ledger_path):
+    # in range, so it fits; its float32 squared norm overflows, so the fit
+    # makes both checks, and both pass
+    ledger = _ledger(ledger_path)
+    X, y = _xy()
+    X[3, 0] = -float(np.finfo(np.float32).max)
+    with ledger.charging():
+        clf = DPSGDClassifier(max_steps=10, random_state=0).fit(X, y)
+    assert np.isfinite(clf.coef_).all() and len(ledger.entries) == 1
+
+
 def test_a_finite_row_too_large_to_square_still_fits(ledger_path):
     # its float32 squared norm overflows, so the fit asks scikit-learn, which
     # finds every value finite

@@ -191,10 +191,16 @@ def check_representable(array, dtype):
         )
 
 
-def to_training_rows(array, device, dtype=torch.float32):
+def to_training_rows(array, device, dtype=torch.float32, *, check_range=True):
     """``(rows, on_disk)``: ``array``'s rows to train on in ``dtype`` on
     ``device`` (a :class:`~skdp.models.TrainingRows`, sharing the array's
     memory where it can), and whether they are read from a file or a store.
+
+    With ``check_range`` the values are first checked against ``dtype``'s
+    range (:func:`check_representable`); without it the caller must make
+    that check before anything reads the rows' values, or learn that it
+    passes from the rows in ``dtype`` (a value beyond the range becomes an
+    infinity there, so rows whose squared norms are finite are in range).
 
     A C-contiguous float32 or float64 array on the CPU -- a ``numpy.memmap``
     too, read-only or not -- is viewed, not copied (training only reads the
@@ -209,7 +215,8 @@ def to_training_rows(array, device, dtype=torch.float32):
         check_representable(array, dtype)
         return training_rows(array, device, dtype), True
     array = np.ascontiguousarray(array)
-    check_representable(array, dtype)
+    if check_range:
+        check_representable(array, dtype)
     on_disk = is_file_backed(array)
     return training_rows(array, device, dtype, convert_once=not on_disk), on_disk
 

@@ -29,7 +29,13 @@ from ..privacy import bound_units, current_communicator
 from .columns import column_list, without_fit_only_columns
 from .options import BASE_SOLVER_OPTIONS
 from .private_fit import PrivateFitMixin
-from .rows import check_finite_X, module_outputs, to_training_rows, validated_X_y
+from .rows import (
+    check_finite_X,
+    check_representable,
+    module_outputs,
+    to_training_rows,
+    validated_X_y,
+)
 from .schedule import SamplingScheduleMixin
 from .units import unit_codes
 from .warm_start import WarmStartMixin
@@ -153,23 +159,24 @@ class BaseDPEstimator(
 
     def _rows_and_backend(self, X, state, seed, device):
         """``X``'s training rows and the backend built on them, after the
-        finiteness check that validation deferred (:meth:`_defers_finite_check`):
-        a row whose squared norm is finite is finite, so scikit-learn's check
-        runs only when some norm is not (a NaN or an infinity, or a finite
-        row too large to square: it then passes) or when the backend
-        computed no norms. Nothing is drawn or charged before it."""
+        checks that validation deferred (:meth:`_defers_finite_check`): that
+        ``X`` is finite and within the training dtype's range. A value
+        beyond the range becomes an infinity in the training rows, and a row
+        whose squared norm (in the training dtype) is finite is finite, so
+        scikit-learn's finiteness check and the range check
+        (:func:`~skdp._fit.rows.check_representable`) run, in that order,
+        only when some norm is not finite (a NaN or an infinity, a value
+        beyond the range, or a row too large to square: the checks then
+        pass) or when the backend computed no norms. Nothing is drawn or
+        charged before them."""
         deferred = self._defers_finite_check() and not is_row_store(X)
-        try:
-            X_t = self._to_tensor(X, device, dtype=self._training_dtype)
-        except ValueError:
-            if deferred:  # an infinity fails the range check first: say what it is
-                check_finite_X(self, X)
-            raise
+        X_t = self._to_tensor(X, device, dtype=self._training_dtype, check_range=not deferred)
         backend = self._make_backend(X_t, state.n_outputs or self._n_model_outputs(), seed)
         if deferred:
             norms = None if backend is None else backend.computed_row_sq_norms()
             if norms is None or not bool(torch.isfinite(norms).all()):
                 check_finite_X(self, X)
+                check_representable(X, self._training_dtype)
         return X_t, backend
 
     def _build_module(self, n_features, n_outputs, seed):
@@ -198,12 +205,13 @@ class BaseDPEstimator(
                 )
         return module
 
-    def _to_tensor(self, array, device, dtype=torch.float32):
+    def _to_tensor(self, array, device, dtype=torch.float32, check_range=True):
         """``array``'s rows to train on (:func:`~skdp._fit.rows.to_training_rows`);
         remembers whether they are read from a file or a store
         (:attr:`_rows_on_disk`), so that the backend gathers batches ahead
         (:meth:`_make_backend`)."""
-        rows, self._rows_on_disk = to_training_rows(array, device, dtype)
+        rows, self._rows_on_disk = to_training_rows(array, device, dtype,
+                                                    check_range=check_range)
         return rows
 
     #: Batches gathered ahead on background threads when the training rows

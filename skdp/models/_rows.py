@@ -259,8 +259,12 @@ def training_rows(array, device, dtype, *, convert_once=True):
     if data.dtype != dtype and convert_once and copy_bytes <= CONVERT_ONCE_BYTES:
         # numpy's conversion rounds alike and is about 3x faster than
         # torch's here: it asks the kernel for huge pages, torch's fresh
-        # tensor takes a page fault per 4 KiB
-        return TrainingRows(torch.from_numpy(array.astype(_numpy_dtype(dtype))))
+        # tensor takes a page fault per 4 KiB; a value beyond the dtype's
+        # range becomes an infinity, as in torch's conversion (the caller
+        # checks the range, before or from the rows' norms)
+        with np.errstate(over="ignore"):
+            converted = array.astype(_numpy_dtype(dtype))
+        return TrainingRows(torch.from_numpy(converted))
     return TrainingRows(data, dtype)
 
 
