@@ -171,6 +171,29 @@ def test_search_estimate_agrees_with_the_accountant(sigma, q, steps, delta, init
     assert estimate == pytest.approx(expected, rel=1e-6, abs=1e-10)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    sigma=st.floats(0.05, 1e4),
+    q=st.one_of(st.floats(1e-7, 1.0, exclude_max=True), st.just(1.0)),
+    add=st.booleans(),
+)
+def test_search_grid_bounds_are_the_accountants_to_the_bit(sigma, q, add):
+    # the replica's grid of one step spans the losses at dp-accounting's
+    # tail truncation points, computed without its loss object: the same
+    # bits, or the grid (and every estimate) would shift
+    from dp_accounting.pld import privacy_loss_mechanism as plm
+
+    from skdp.privacy._pld_search import _connect_dots_bounds
+
+    adjacency = plm.AdjacencyType.ADD if add else plm.AdjacencyType.REMOVE
+    bounds = plm.GaussianPrivacyLoss(
+        sigma, sensitivity=1, pessimistic_estimate=True, log_mass_truncation_bound=-50.0,
+        sampling_prob=q, adjacency_type=adjacency,
+    ).connect_dots_bounds()
+    assert _connect_dots_bounds(sigma, q, adjacency) == (bounds.epsilon_lower,
+                                                         bounds.epsilon_upper)
+
+
 def test_search_estimate_declines_other_releases():
     laplace = dpa.ComposedDpEvent([dpa.LaplaceDpEvent(1.0), poisson_gaussian_event(1.0, 0.1, 5)])
     assert not can_estimate(laplace)

@@ -25,12 +25,17 @@ import math
 
 import dp_accounting as dpa
 import numpy as np
+from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_mechanism as plm
 from scipy import fft, signal, special
 
 # dp-accounting's defaults for a Gaussian PLD and its self-composition
 _LOG_MASS_TRUNCATION = -50.0
 _TAIL_MASS_TRUNCATION = 1e-15
+
+#: The standard normal quantile at which dp-accounting truncates a Gaussian
+#: step's loss (``ppf(exp(_LOG_MASS_TRUNCATION) / 2)``, scipy's ``ndtri``).
+_TAIL_QUANTILE = float(special.ndtri(0.5 * math.exp(_LOG_MASS_TRUNCATION)))
 
 
 def _log_a_exp_b_plus_c(a, b, c):
@@ -97,16 +102,38 @@ def _hockey_stick(epsilons, sigma, q, adjacency):
     return np.clip(deltas, 0.0, 1.0)
 
 
+def _privacy_loss(x, sigma, q, adjacency):
+    """dp-accounting's privacy loss at the point ``x`` of a sensitivity-1
+    Gaussian step (``GaussianPrivacyLoss.privacy_loss``), in the same
+    operations."""
+    if adjacency == plm.AdjacencyType.ADD:
+        return -_privacy_loss(-x, sigma, q, plm.AdjacencyType.REMOVE)
+    loss = (-0.5 - x) / (sigma**2)
+    if q == 1.0:
+        return loss
+    return pld_common.log_a_times_exp_b_plus_c(q, loss, 1 - q)
+
+
+def _connect_dots_bounds(sigma, q, adjacency):
+    """``(epsilon_lower, epsilon_upper)``: the losses between which
+    dp-accounting builds a step's connect-the-dots grid
+    (``GaussianPrivacyLoss.connect_dots_bounds``: the losses at its tail
+    truncation points), without building the loss object (its frozen
+    ``scipy.stats`` normal costs more than the rest of a step's bounds)."""
+    lower = _TAIL_QUANTILE * sigma
+    upper = -lower
+    if adjacency == plm.AdjacencyType.ADD:
+        upper += 1
+    else:
+        lower -= 1
+    return _privacy_loss(upper, sigma, q, adjacency), _privacy_loss(lower, sigma, q, adjacency)
+
+
 def _step_pmf(sigma, q, adjacency, discretization):
     """Connect-the-dots PLD of one step: (lowest loss index, masses, mass at +inf)."""
-    loss = plm.GaussianPrivacyLoss(
-        sigma, sensitivity=1, pessimistic_estimate=True,
-        log_mass_truncation_bound=_LOG_MASS_TRUNCATION, sampling_prob=q,
-        adjacency_type=adjacency,
-    )
-    bounds = loss.connect_dots_bounds()
-    lower = math.floor(bounds.epsilon_lower / discretization)
-    upper = math.ceil(bounds.epsilon_upper / discretization)
+    epsilon_lower, epsilon_upper = _connect_dots_bounds(sigma, q, adjacency)
+    lower = math.floor(epsilon_lower / discretization)
+    upper = math.ceil(epsilon_upper / discretization)
     deltas = _hockey_stick(np.arange(lower, upper + 1) * discretization, sigma, q, adjacency)
     if lower == upper:
         return lower, np.array([1.0 - deltas[0]]), float(deltas[0])
