@@ -311,13 +311,18 @@ class ClippedShare(FitRelease):
             sq_norms = state.returned_row_sq_norms
             if sq_norms is None:
                 sq_norms = row_sq_norms(X)
-            norms = np.sqrt(self._output_sq_norms(scores, y_codes) * (sq_norms + 1.0))
-        clipped = (norms > self.factor * estimator.max_grad_norm).astype(np.float64)
+            bound = self.factor * estimator.max_grad_norm
+            # a block of rows at a time, in the CPU's caches (the same values)
+            clipped = [np.sqrt(self._output_sq_norms(scores[rows], y_codes[rows])
+                               * (sq_norms[rows] + 1.0)) > bound
+                       for rows in row_blocks(len(y_codes))]
         factors = unit_factors(state)
-        if factors is not None:
-            clipped = clipped * factors
+        if factors is None:  # a sum of zeros and ones: the number of ones
+            total = float(sum(np.count_nonzero(block) for block in clipped))
+        else:
+            total = (np.concatenate(clipped) * factors).sum()
         std = self.noise_std(report)
-        count = release_counts(np.array([clipped.sum()]), std, generator)[0]
+        count = release_counts(np.array([total]), std, generator)[0]
         n_public = state.n_units if state.units is not None else current_communicator().total(
             len(y_codes))
         share = float(np.clip(count / max(n_public, 1), 0.0, 1.0))

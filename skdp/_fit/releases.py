@@ -303,7 +303,10 @@ class ScoreCalibration(FitRelease):
         # map is applied so), a linear model's to float64 rounding (its map
         # is folded into coef_ and intercept_)
         with np.errstate(invalid="ignore", over="ignore"):
-            state.returned_scores = scale * scores + shift
+            # in place: the pass's scores are this release's own
+            scores *= scale
+            scores += shift
+        state.returned_scores = scores
         state.returned_row_sq_norms = norms
 
 
