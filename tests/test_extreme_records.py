@@ -212,3 +212,32 @@ def test_top_class_is_argmax_with_ties_and_non_finite_logits(n_classes, values, 
     logits = torch.tensor(values[: rows * n_classes], dtype=dtype).reshape(rows, n_classes)
     assert torch.equal(top_class(logits), logits.argmax(1))
     assert torch.equal(top_class(logits.T, dim=0), logits.T.argmax(0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scores=st.lists(st.one_of(st.floats(-800.0, 800.0),
+                              st.sampled_from([3e38, -1e308, np.inf, -np.inf, np.nan])),
+                    min_size=1, max_size=40),
+    labels=st.randoms(),
+    class_major=st.booleans(),
+)
+def test_two_class_check_terms_are_the_clipped_log_losses(scores, labels, class_major):
+    # the check reads two classes class-major: its counts and clipped
+    # log-losses are those of the definition (argmax's class, NaN logits as
+    # 0), whichever way the caller stores the logits
+    from skdp.models import CHECK_LOSS_BOUND, check_terms
+
+    s = torch.tensor(scores, dtype=torch.float64)
+    y = torch.tensor([labels.randint(0, 1) for _ in scores])
+    groups = torch.tensor([labels.randint(0, 2) for _ in scores])
+    logits = (torch.stack([torch.zeros_like(s), s]).T if class_major
+              else torch.stack([torch.zeros_like(s), s], dim=1))
+    counts, losses = check_terms(logits, y, groups, 3)
+    finite = logits.nan_to_num(nan=0.0)
+    expected = -torch.log_softmax(finite, dim=1).gather(1, y[:, None])[:, 0]
+    expected = expected.nan_to_num(nan=CHECK_LOSS_BOUND, posinf=CHECK_LOSS_BOUND).clamp(
+        0.0, CHECK_LOSS_BOUND)
+    torch.testing.assert_close(losses, expected, rtol=1e-15, atol=1e-300)
+    cells = (groups * 2 + y) * 2 + finite.argmax(1)
+    assert torch.equal(counts, torch.bincount(cells, minlength=12).double())

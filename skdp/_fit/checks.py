@@ -149,8 +149,9 @@ class ModelCheck(FitRelease):
         # summed whole, so the blocks do not change the sum
         for rows in row_blocks(len(y_codes)):
             block = torch.as_tensor(scores[rows], dtype=torch.float64)
-            if block.dim() == 1:  # a binary model's score: the logits (0, s)
-                block = torch.stack([torch.zeros_like(block), block], dim=1)
+            if block.dim() == 1:  # a binary model's score: the logits (0, s),
+                # stored class-major (as check_terms reads two classes)
+                block = torch.stack([torch.zeros_like(block), block]).T
             groups = (torch.zeros(block.shape[0], dtype=torch.int64) if n_groups == 1
                       else torch.as_tensor(group_codes[rows], dtype=torch.int64))
             weights = None if factors is None else torch.as_tensor(factors[rows])

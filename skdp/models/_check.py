@@ -82,8 +82,17 @@ def check_terms(logits, y_codes, groups, n_groups, weights=None):
     divides the sum by the bound)."""
     n_classes = logits.shape[1]
     logits = logits.double().nan_to_num(nan=0.0)
-    log_p = torch.log_softmax(logits, dim=1)
-    predicted = top_class(logits)
+    if n_classes == 2:
+        # class-major (no copy when the caller's logits are so stored):
+        # torch's log_softmax and top_class's comparison run about twice as
+        # fast along a first dimension of two as along a last one, and a
+        # softmax over two terms has one order of summation: the same values
+        logits_t = logits.T.contiguous()
+        log_p = torch.log_softmax(logits_t, dim=0).T
+        predicted = top_class(logits_t, dim=0)
+    else:
+        log_p = torch.log_softmax(logits, dim=1)
+        predicted = top_class(logits)
     cells = (groups * n_classes + y_codes) * n_classes + predicted
     weights = None if weights is None else weights.double()
     counts = torch.bincount(cells, weights=weights,
