@@ -33,6 +33,11 @@ SCORE_BLOCK = 65536
 #: one of 65,536 rows did not (a pass over 2M x 100 float32 rows: 0.39 s
 #: instead of 0.88 s).
 PRODUCT_BLOCK = 16384
+#: Bytes of the float64 buffer that :func:`linear_scores` converts an
+#: in-memory float32 ``X`` into, a block of rows at a time: the buffer stays
+#: in the CPU's second-level caches between the conversion and the product
+#: (10M x 100 float32 rows, blocks of 2,621 rows: 0.72 -> 0.52 s).
+PRODUCT_BUFFER_BYTES = 2 * 2**20
 
 
 def is_file_backed(array):
@@ -75,13 +80,14 @@ def row_blocks(n_rows):
 def linear_scores(X, coef, intercept, row_norms=None):
     """``X @ coef + intercept`` in float64.
 
-    A float32 ``X`` is converted one block of :data:`PRODUCT_BLOCK` rows at a
-    time, never whole: the scores of a large table (e.g. the model check
+    A float32 ``X`` is converted a block of rows at a time into one float64
+    buffer of :data:`PRODUCT_BUFFER_BYTES` (at most :data:`PRODUCT_BLOCK`
+    rows), never whole: the scores of a large table (e.g. the model check
     after training) then cost one float64 block of memory, not a float64
     copy of the data. A row store (:func:`~skdp.models.is_row_store`) is
-    read a block at a time whatever its dtype. Rows never interact, so a
-    row's score does not depend on the block it falls in beyond float64
-    rounding.
+    read :data:`PRODUCT_BLOCK` rows at a time whatever its dtype. Rows
+    never interact, so a row's score does not depend on the block it falls
+    in beyond float64 rounding.
 
     With ``row_norms`` (a float64 array, one value per row), also fill it
     with :func:`row_sq_norms` of ``X`` from the same float64 blocks: one
@@ -101,9 +107,15 @@ def linear_scores(X, coef, intercept, row_norms=None):
         np.asarray(intercept, dtype=np.float64), out.shape[1:]).copy())
     product = torch.addmv if coef.dim() == 1 else torch.addmm
     scores = torch.from_numpy(out)
-    for start in range(0, X.shape[0], PRODUCT_BLOCK):
-        stop = start + PRODUCT_BLOCK
-        block = shared_tensor(np.ascontiguousarray(X[start:stop])).double()
+    n_rows, n_features = X.shape
+    size = PRODUCT_BLOCK
+    if in_memory:
+        size = max(1, min(size, PRODUCT_BUFFER_BYTES // (8 * max(n_features, 1))))
+    buffer = torch.empty((min(size, n_rows), n_features), dtype=torch.float64)
+    for start in range(0, n_rows, size):
+        stop = start + size
+        rows = shared_tensor(np.ascontiguousarray(X[start:stop]))
+        block = buffer[: rows.shape[0]].copy_(rows)
         product(intercept, block, coef, out=scores[start:stop])
         if row_norms is not None:
             values = block.numpy()
