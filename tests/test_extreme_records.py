@@ -238,6 +238,7 @@ def test_two_class_check_terms_are_the_clipped_log_losses(scores, labels, class_
     expected = -torch.log_softmax(finite, dim=1).gather(1, y[:, None])[:, 0]
     expected = expected.nan_to_num(nan=CHECK_LOSS_BOUND, posinf=CHECK_LOSS_BOUND).clamp(
         0.0, CHECK_LOSS_BOUND)
-    torch.testing.assert_close(losses, expected, rtol=1e-15, atol=1e-300)
+    # to rounding: another CPU may take exp and log down other kernels
+    torch.testing.assert_close(losses, expected, rtol=1e-12, atol=1e-14)
     cells = (groups * 2 + y) * 2 + finite.argmax(1)
     assert torch.equal(counts, torch.bincount(cells, minlength=12).double())
